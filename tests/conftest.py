@@ -1,0 +1,35 @@
+import os
+import tempfile
+
+# Poisoned outputs make unwritten elements show; a private kernel cache keeps runs independent.
+os.environ.setdefault("THUNDER_PADVEC_POISON", "1")
+os.environ.setdefault("THUNDER_PADVEC_CACHE_DIR", tempfile.mkdtemp(prefix="padvec-test-cache-"))
+
+import thunder_padvec  # noqa: E402  (the compat shim must run before Thunder is imported)
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+HAS_GPU = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def emulated():
+    with thunder_padvec.emulation(True):
+        yield
+
+
+@pytest.fixture
+def generator():
+    """A fresh random stream per test, seeded from the test's name so failures reproduce."""
+    import zlib
+
+    g = torch.Generator()
+    g.manual_seed(zlib.crc32(os.environ.get("PYTEST_CURRENT_TEST", "").encode()))
+    return g

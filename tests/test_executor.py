@@ -1,0 +1,133 @@
+"""End to end through thunder.jit: what padvec claims, how it fuses, and that results match eager.
+
+CPU emulation runs the same generated kernels the GPU runs; outputs are poisoned with NaN
+before each launch (conftest), so an unwritten element fails the comparison.
+"""
+
+import pytest
+import thunder
+import torch
+from thunder.core import dtypes, prims
+from thunder.core.devices import Device
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, tracectx
+
+from helpers import jit_and_run, randn, ulp_distance_bf16, unfused_ops
+from thunder_padvec import ops, padvec
+from thunder_padvec.examples import rope_one_entry
+from thunder_padvec.explain import fusions
+
+ROPE_SHAPES = [
+    pytest.param((2, 2, 16, 32, 8), id="rope8-of-32"),
+    pytest.param((2, 2, 16, 32, 32), id="rope-equals-head"),  # x[..., 32:] is an empty cat piece
+    pytest.param((2, 3, 8, 17, 8), id="odd-head-size"),
+    pytest.param((1, 2, 8, 20, 12), id="rope12-of-20"),
+]
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", ROPE_SHAPES)
+def test_seed_rope_matches_eager_bit_for_bit(emulated, generator, shape, dtype):
+    b, h, t, hs, n = shape
+    x = randn(b, h, t, hs, dtype=dtype, generator=generator)
+    cos, sin = randn(t, n, dtype=dtype, generator=generator), randn(t, n, dtype=dtype, generator=generator)
+
+    jitted, out, trace = jit_and_run(rope_one_entry, x, cos, sin, n)
+
+    assert len(fusions(trace)) == 1
+    assert unfused_ops(trace) == []
+    expected = rope_one_entry(x, cos, sin, n)
+    # The trace rounds to the input dtype after every op, exactly as eager does.
+    assert torch.equal(out, expected)
+    assert ulp_distance_bf16(out, expected) == 0
+
+
+def test_fusion_names_end_in_digits_and_regions_split_around_unclaimed_ops(emulated, generator):
+    def fn(a, b):
+        c = torch.cat((a, -a), dim=-1)
+        d = c @ b  # not claimed: splits the program into two padvec regions
+        return torch.nn.functional.pad(d, (1, 2)) * 2.0
+
+    a, b = randn(4, 3, generator=generator), randn(6, 5, generator=generator)
+    _, out, trace = jit_and_run(fn, a, b)
+
+    names = [bsym.sym.name for _, bsym in fusions(trace)]
+    assert names == ["padvec0", "padvec1"]
+    assert unfused_ops(trace) == []
+    torch.testing.assert_close(out, fn(a, b), rtol=0, atol=0)
+
+
+def test_non_contiguous_inputs(emulated, generator):
+    x = randn(2, 16, 4, 32, generator=generator, dtype=torch.bfloat16).transpose(1, 2)  # [2, 4, 16, 32] view
+    cos, sin = randn(16, 8, generator=generator, dtype=torch.bfloat16), randn(16, 8, generator=generator,
+                                                                              dtype=torch.bfloat16)
+    _, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+
+
+def test_cpu_tensors_without_emulation_run_in_pytorch(generator):
+    x, cos, sin = randn(1, 2, 8, 16, generator=generator), randn(8, 8, generator=generator), randn(
+        8, 8, generator=generator)
+    _, out, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)
+    assert fusions(trace) == []
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+
+
+def test_unsupported_dtype_runs_in_pytorch(emulated, generator):
+    x = randn(4, 8, dtype=torch.float64, generator=generator)
+    _, out, trace = jit_and_run(lambda a: torch.cat((a[:, 4:], -a[:, :4]), dim=1), x)
+    assert fusions(trace) == []
+    assert torch.equal(out, torch.cat((x[:, 4:], -x[:, :4]), dim=1))
+
+
+def test_strided_slice_is_left_to_pytorch_and_the_rest_fused(emulated, generator):
+    def fn(a):
+        return torch.cat((a[:, ::2] * 3.0, a[:, 1::2]), dim=1)
+
+    x = randn(4, 16, generator=generator)
+    _, out, trace = jit_and_run(fn, x)
+    assert fusions(trace)
+    unfused = unfused_ops(trace)
+    assert unfused and set(unfused) == {"slice_prim"}
+    assert torch.equal(out, fn(x))
+
+
+def _proxy(shape, dtype=dtypes.float32, device="cpu"):
+    return TensorProxy(shape=shape, device=Device(device), dtype=dtype, requires_grad=False)
+
+
+def test_checkers_decline_bad_input_without_raising(emulated):
+    check = {prim_id: c for prim_id, (c, _) in ops.OPS.items()}
+    with tracectx(TraceCtx()):
+        a = _proxy((4, 4))
+        assert check[prims.pad.id](a, 0.0, [(1, 1, 0), (0, 0, 0)])
+        assert not check[prims.pad.id](a, 0.0, [(1, 1, 1), (0, 0, 0)])  # dilated
+        assert check[prims.slice_prim.id](a, [0, 1], [4, 4], [1, 1])
+        assert not check[prims.slice_prim.id](a, [0, 0], [4, 4], [1, 2])  # strided
+        assert not check[prims.add.id](_proxy((4, 4), dtypes.float64), 1.0)  # dtype
+        assert not check[prims.add.id](_proxy((4, 4), dtypes.int32), 1)
+        for c in check.values():  # garbage never raises
+            assert c(object(), None) is False
+            assert c() is False
+
+
+def test_cpu_proxies_are_declined_without_emulation():
+    with tracectx(TraceCtx()):
+        a = _proxy((4,))
+        assert not padvec.can_execute(prims.neg.bind(a, output=_proxy((4,))))
+
+
+def test_dilated_pad_runs_in_pytorch(emulated, generator):
+    def fn(a):
+        return prims.pad(a, 0.5, [(1, 2, 1)]) * 2.0
+
+    x = randn(5, generator=generator)
+    jitted = thunder.jit(fn, executors=[padvec])
+    out = jitted(x)
+    trace = thunder.last_traces(jitted)[-1]
+    fused_prims = [sub.sym.id for _, bsym in fusions(trace) for sub in bsym.subsymbols]
+    assert prims.mul.id in fused_prims and prims.pad.id not in fused_prims
+    expected = torch.full((12,), 0.5)
+    expected[1:10:2] = x
+    assert torch.equal(out, expected * 2.0)

@@ -1,0 +1,104 @@
+"""On a GPU: the seed's exact RoPE, the analysis cases at large shapes, misaligned views, streams, graphs.
+
+Each test compares against eager on the same GPU, with fresh random inputs and poisoned outputs.
+"""
+
+import pytest
+import thunder
+import torch
+import torch.nn.functional as F
+
+from helpers import jit_and_run, randn
+from thunder_padvec import explain, padvec
+from thunder_padvec.examples import SEED_SHAPE, rope_inputs, rope_one_entry
+from thunder_padvec.explain import fusions
+
+pytestmark = pytest.mark.gpu
+
+
+def _cuda_randn(*shape, dtype=torch.float32, generator=None):
+    return randn(*shape, dtype=dtype, generator=generator).cuda()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_seed_rope_exact_shapes(generator, dtype):
+    x, cos, sin = rope_inputs(**SEED_SHAPE, dtype=dtype, device="cuda", generator=generator)
+    n = SEED_SHAPE["rope_n_elem"]
+    jitted, out, trace = jit_and_run(rope_one_entry, x, cos, sin, n)
+    assert len(fusions(trace)) == 1
+    expected = rope_one_entry(x, cos, sin, n)
+    assert torch.equal(out, expected)
+    reference = rope_one_entry(x.double(), cos.double(), sin.double(), n)
+    padvec_error = (out.double() - reference).abs().max().item()
+    eager_error = (expected.double() - reference).abs().max().item()
+    assert padvec_error <= eager_error
+    (report,) = explain(jitted)
+    vector = 16 // x.element_size()
+    assert report.widths["x"] == vector and report.widths["cos"] == vector
+
+
+LARGE_CASES = [
+    ("pad-4-4", lambda x: F.pad(x, (4, 4)), (1 << 24,), 4),
+    ("pad-middle", lambda x: F.pad(x, (0, 0, 4, 4)), (1024, 1024, 2), 4),
+    ("pad-middle-crop", lambda x: F.pad(x, (0, 0, -4, 4)), (1024, 1024, 2), 4),
+    ("slice-at-3", lambda x: x[3:-5] * 2.0, (1 << 24,), 1),
+    ("cat-8-24", lambda x: torch.cat((x[:, 24:], x[:, :24] + 1.0), -1), (1 << 18, 32), 4),
+]
+
+
+@pytest.mark.parametrize("case", LARGE_CASES, ids=[c[0] for c in LARGE_CASES])
+def test_analysis_cases_at_large_shapes(generator, case):
+    _, fn, shape, width = case
+    x = _cuda_randn(*shape, generator=generator)
+    jitted, out, _ = jit_and_run(fn, x)
+    assert torch.equal(out, fn(x))
+    assert explain(jitted)[0].widths["x"] == width
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3, 4])
+def test_misaligned_views(generator, offset):
+    base = _cuda_randn(1 << 20, dtype=torch.bfloat16, generator=generator)
+    cos = _cuda_randn(64, 8, dtype=torch.bfloat16, generator=generator)
+    sin = _cuda_randn(64, 8, dtype=torch.bfloat16, generator=generator)
+    jitted = thunder.jit(rope_one_entry, executors=[padvec])
+    n = 4 * 16 * 64 * 32
+    aligned = base[:n].view(4, 16, 64, 32)
+    assert torch.equal(jitted(aligned, cos, sin, 8), rope_one_entry(aligned, cos, sin, 8))
+    shifted = base[offset:offset + n].view(4, 16, 64, 32)
+    assert torch.equal(jitted(shifted, cos, sin, 8), rope_one_entry(shifted, cos, sin, 8))
+    assert explain(jitted)[0].widths["x"] == min(8, offset & -offset)
+
+
+def test_launches_on_the_current_non_default_stream(generator):
+    x, cos, sin = rope_inputs(8, 4, 128, 32, 8, dtype=torch.bfloat16, device="cuda", generator=generator)
+    jitted = thunder.jit(rope_one_entry, executors=[padvec])
+    jitted(x, cos, sin, 8)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(10_000_000)  # a busy stream: a launch on another stream would race ahead
+        out = jitted(x, cos, sin, 8)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+
+
+def test_runs_inside_cuda_graph_capture_and_replays(generator):
+    x, cos, sin = rope_inputs(8, 4, 128, 32, 8, dtype=torch.bfloat16, device="cuda", generator=generator)
+    jitted = thunder.jit(rope_one_entry, executors=[padvec])
+    jitted(x, cos, sin, 8)  # compile and load outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = jitted(x, cos, sin, 8)
+    for _ in range(2):
+        x.copy_(torch.randn(x.shape, generator=generator).to(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+
+
+def test_explicit_device_index(generator):
+    device = torch.device("cuda", torch.cuda.current_device())
+    x = randn(1000, 37, generator=generator).to(device)
+    jitted, out, _ = jit_and_run(lambda t: torch.cat((t[:, 5:], F.pad(t[:, :5], (1, 0))), 1), x)
+    assert out.device == device
+    assert torch.equal(out, torch.cat((x[:, 5:], F.pad(x[:, :5], (1, 0))), 1))

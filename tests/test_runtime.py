@@ -1,0 +1,69 @@
+"""Runtime: the kernel caches (in memory and on disk) and compile counting."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from helpers import jit_and_run, randn
+from thunder_padvec.examples import rope_one_entry
+from thunder_padvec.runtime import cache
+
+SCRIPT = textwrap.dedent("""
+    import thunder_padvec, thunder, torch
+    from thunder_padvec.examples import rope_one_entry, rope_inputs
+    from thunder_padvec.runtime import cache
+    thunder_padvec.set_emulation(True)
+    x, cos, sin = rope_inputs(1, 2, 8, 16, 8, generator=torch.Generator().manual_seed(0))
+    out = thunder.jit(rope_one_entry, executors=[thunder_padvec.padvec])(x, cos, sin, 8)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+    print(sum(cache.compile_count.values()))
+""")
+
+
+def _run_process(cache_dir) -> int:
+    env = {**os.environ, "THUNDER_PADVEC_CACHE_DIR": str(cache_dir)}
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def _rope_args(generator):
+    x = randn(1, 2, 8, 16, dtype=torch.bfloat16, generator=generator)
+    return x, randn(8, 8, dtype=torch.bfloat16, generator=generator), randn(8, 8, dtype=torch.bfloat16,
+                                                                            generator=generator), 8
+
+
+def test_second_call_and_second_jit_do_not_compile(emulated, generator):
+    args = _rope_args(generator)
+    jitted, out, _ = jit_and_run(rope_one_entry, *args)
+    before = sum(cache.compile_count.values())
+    jitted(*args)
+    _, again, _ = jit_and_run(rope_one_entry, *args)  # a new trace, the same structure
+    assert sum(cache.compile_count.values()) == before
+    assert torch.equal(out, again)
+
+
+def test_second_process_loads_from_disk_without_compiling(tmp_path):
+    assert _run_process(tmp_path) >= 1
+    assert _run_process(tmp_path) == 0
+
+
+def test_corrupt_or_truncated_entries_are_rebuilt(tmp_path, monkeypatch, emulated, generator):
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    cache.clear_memory()
+    args = _rope_args(generator)
+    jit_and_run(rope_one_entry, *args)
+    entries = sorted(tmp_path.rglob("*.host"))
+    assert entries
+    for i, entry in enumerate(entries):
+        data = entry.read_bytes()
+        entry.write_bytes(data[: len(data) // 2] if i % 2 == 0 else data[:-10] + b"corrupted!")
+    cache.clear_memory()
+    before = cache.compile_count["host"]
+    _, out, _ = jit_and_run(rope_one_entry, *args)
+    assert cache.compile_count["host"] == before + len(entries)
+    assert torch.equal(out, rope_one_entry(*args))
+    assert all(cache._read_disk(e) is not None for e in entries)  # rewritten whole

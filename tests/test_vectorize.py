@@ -1,0 +1,137 @@
+"""The vectorization analysis: its decisions (widths per tensor) and, in emulation, the numbers.
+
+Cases follow the seed change (nvFuser's resize-aware vectorization) and its follow-ups.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import jit_and_run, randn, unfused_ops
+from thunder_padvec import explain, vectorize
+from thunder_padvec.examples import rope_one_entry
+
+
+def _report(jitted):
+    (report,) = explain(jitted)
+    return report
+
+
+def _store_widths(report):
+    return [a.width for a in report.accesses if a.access == "store"]
+
+
+def _input_accesses(report, name):
+    return [a for a in report.accesses if a.role == "input" and a.tensor == name]
+
+
+# (id, program, input shapes, widths of the inputs, widths of the outputs); float32
+CASES = [
+    ("pad-4-4", lambda x: F.pad(x, (4, 4)), [(1024,)], {"x": 4}, [4]),
+    ("pad-2-2", lambda x: F.pad(x, (2, 2)), [(1024,)], {"x": 2}, [4]),
+    ("pad-0-2", lambda x: F.pad(x, (0, 2)), [(1024,)], {"x": 2}, [2]),
+    ("pad-middle-4-4", lambda x: F.pad(x, (0, 0, 4, 4)), [(1024, 1024, 2)], {"x": 4}, [4]),
+    ("pad-middle-crop-4-grow-4", lambda x: F.pad(x, (0, 0, -4, 4)), [(1024, 1024, 2)], {"x": 4}, [4]),
+    ("slice-at-2", lambda x: x[2:1026] * 2.0, [(1032,)], {"x": 2}, [4]),
+    ("slice-at-3", lambda x: x[3:1027] * 2.0, [(1032,)], {"x": 1}, [4]),
+    ("slice-at-4", lambda x: x[4:1028] * 2.0, [(1032,)], {"x": 4}, [4]),
+    ("cat-64-64", lambda a, b: torch.cat((a, b), -1), [(8, 64), (8, 64)], {"a": 4, "b": 4}, [4]),
+    ("cat-8-24", lambda a, b: torch.cat((a, b), -1), [(8, 8), (8, 24)], {"a": 4, "b": 4}, [4]),
+    ("cat-3-5", lambda a, b: torch.cat((a, b), -1), [(8, 3), (8, 5)], {"a": 1, "b": 1}, [4]),
+    ("cat-rows", lambda a, b: torch.cat((a, b), 0), [(3, 8), (5, 8)], {"a": 4, "b": 4}, [4]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_widths_and_numbers(emulated, generator, case):
+    _, fn, shapes, input_widths, output_widths = case
+    args = [randn(*s, generator=generator) for s in shapes]
+    jitted, out, trace = jit_and_run(fn, *args)
+    assert unfused_ops(trace) == []
+    assert torch.equal(out, fn(*args))
+    report = _report(jitted)
+    for name, width in input_widths.items():
+        assert report.widths[name] == width, str(report)
+    assert _store_widths(report) == output_widths, str(report)
+
+
+def test_input_used_by_pad_and_relu_is_loaded_once(emulated, generator):
+    def fn(x):
+        return F.pad(x, (4, 4)), torch.relu(x)
+
+    x = randn(1024, generator=generator)
+    jitted, (padded, relu), trace = jit_and_run(fn, x)
+    assert torch.equal(padded, F.pad(x, (4, 4))) and torch.equal(relu, torch.relu(x))
+    report = _report(jitted)
+    assert report.launch is not None and len(report.launch.segments) == 1  # both outputs in one pass
+    (load,) = _input_accesses(report, "x")  # one load serves the pad and the relu
+    assert load.width == 4
+    assert _store_widths(report) == [4, 4]
+
+
+@pytest.mark.parametrize(
+    "dtype, vector, half",
+    [(torch.bfloat16, 8, 4), (torch.float16, 8, 4), (torch.float32, 4, 4)],
+    ids=["bf16", "fp16", "fp32"],
+)
+def test_seed_rope_widths(emulated, generator, dtype, vector, half):
+    x = randn(2, 2, 16, 32, dtype=dtype, generator=generator)
+    cos, sin = randn(16, 8, dtype=dtype, generator=generator), randn(16, 8, dtype=dtype, generator=generator)
+    jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+    report = _report(jitted)
+    w = report.widths
+    assert (w["x"], w["cos"], w["sin"], w["x1"], w["x2"]) == (vector, vector, vector, half, half), str(report)
+    assert _store_widths(report) == [vector]
+    kinds = sorted((a.access, a.width) for a in _input_accesses(report, "x"))
+    assert kinds == [("cached", vector), ("direct", half), ("direct", half)]
+
+
+def test_misaligned_view_gets_a_narrower_variant(emulated, generator):
+    def fn(x):
+        return F.pad(x, (4, 4)) * 2.0
+
+    base = randn(1025, generator=generator)
+    jitted, out, _ = jit_and_run(fn, base[:1024])
+    assert _report(jitted).widths["x"] == 4
+    shifted = base[1:]  # starts one element (4 bytes) past an aligned address
+    out = jitted(shifted)
+    assert torch.equal(out, fn(shifted))
+    assert _report(jitted).widths["x"] == 1
+    assert torch.equal(jitted(base[:1024]), fn(base[:1024]))
+
+
+def test_outer_stride_limits_the_width(emulated, generator):
+    def fn(x):
+        return F.pad(x, (0, 4)) + 1.0
+
+    base = randn(16, 31, generator=generator)
+    view = base[:, :28]  # rows 31 elements apart
+    jitted, out, _ = jit_and_run(fn, view)
+    assert torch.equal(out, fn(view))
+    assert _report(jitted).widths["x"] == 1
+
+
+# --------------------------------------------------------------------------------------------
+# The rules, on their own
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "frontier, shape, strides, run",
+    [
+        (((0, 1032),), (1032,), None, 8),
+        (((1, 4), (2, 2)), (1024, 1024, 2), None, 8),
+        (((1, 1024), (2, 6)), (4, 1024, 6), None, 2),  # 6 is not a power of two: lanes stay in a row
+        (((0, 4), (1, 8)), (16, 8), (9, 1), 8),  # rows are not contiguous: the run stops at one row
+        (((0, 4), (1, 8)), (16, 8), (8, 1), 32),
+        ((), (16, 8), None, 1),
+    ],
+)
+def test_inner_run(frontier, shape, strides, run):
+    assert vectorize.inner_run(frontier, shape, strides)[0] == run
+
+
+def test_frontier_merge_keeps_common_trailing_dims():
+    assert vectorize.merge_frontiers(((1, 8), (2, 4)), ((2, 6),)) == ((2, 2),)
+    assert vectorize.merge_frontiers(((0, 3), (1, 8)), ((0, 6), (1, 4))) == ((0, 3), (1, 4))

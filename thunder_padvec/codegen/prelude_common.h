@@ -1,0 +1,98 @@
+// thunder_padvec prelude, shared by the GPU (NVRTC) and the host (emulation) builds.
+// Self-contained: 16-bit float types and their round-to-nearest-even conversions, and
+// vector loads and stores of 1 to 16 bytes. PADVEC_FN is defined by the target's prelude.
+
+struct padvec_bf16 { unsigned short bits; };
+struct padvec_half { unsigned short bits; };
+
+PADVEC_FN float padvec_float_from_bits(unsigned int u) {
+  union { unsigned int u; float f; } pun;
+  pun.u = u;
+  return pun.f;
+}
+
+PADVEC_FN unsigned int padvec_bits_from_float(float f) {
+  union { unsigned int u; float f; } pun;
+  pun.f = f;
+  return pun.u;
+}
+
+PADVEC_FN float padvec_to_float(float x) { return x; }
+PADVEC_FN float padvec_to_float(double x) { return (float)x; }
+PADVEC_FN float padvec_to_float(bool x) { return x ? 1.0f : 0.0f; }
+PADVEC_FN float padvec_to_float(padvec_bf16 x) { return padvec_float_from_bits((unsigned int)x.bits << 16); }
+
+PADVEC_FN float padvec_to_float(padvec_half x) {
+  const unsigned int sign = (unsigned int)(x.bits & 0x8000u) << 16;
+  const unsigned int exponent = (x.bits >> 10) & 0x1fu;
+  const unsigned int mantissa = x.bits & 0x3ffu;
+  if (exponent == 0x1fu) return padvec_float_from_bits(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return padvec_float_from_bits(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  const float magnitude = (float)mantissa * 5.9604644775390625e-08f;  // subnormal: mantissa * 2^-24
+  return sign ? -magnitude : magnitude;
+}
+
+PADVEC_FN padvec_bf16 padvec_bf16_from_float(float f) {
+  unsigned int u = padvec_bits_from_float(f);
+  padvec_bf16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    r.bits = 0x7fc0;  // the quiet NaN PyTorch produces
+    return r;
+  }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  r.bits = (unsigned short)(u >> 16);
+  return r;
+}
+
+PADVEC_FN padvec_half padvec_half_from_float(float f) {
+  const unsigned int u = padvec_bits_from_float(f);
+  const unsigned int sign = (u >> 16) & 0x8000u;
+  const unsigned int a = u & 0x7fffffffu;
+  unsigned int h;
+  if (a > 0x7f800000u) {
+    h = 0x7e00u;  // NaN
+  } else if (a >= 0x477ff000u) {
+    h = 0x7c00u;  // rounds to infinity
+  } else if (a >= 0x38800000u) {  // a normal half
+    h = ((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10);
+  } else if (a < 0x33000000u) {
+    h = 0;  // below half the smallest subnormal
+  } else {  // a subnormal half: round(mantissa * 2^(exponent - 126))
+    const unsigned int shift = 126u - (a >> 23);
+    const unsigned int mantissa = (a & 0x7fffffu) | 0x800000u;
+    const unsigned int halfway = 1u << (shift - 1);
+    const unsigned int rest = mantissa & ((1u << shift) - 1u);
+    h = mantissa >> shift;
+    if (rest > halfway || (rest == halfway && (h & 1u))) h += 1;
+  }
+  padvec_half r;
+  r.bits = (unsigned short)(sign | h);
+  return r;
+}
+
+PADVEC_FN float padvec_nan_max(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+PADVEC_FN float padvec_nan_min(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+PADVEC_FN double padvec_nan_max(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+PADVEC_FN double padvec_nan_min(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+
+template <int BYTES> struct padvec_chunk;
+template <> struct alignas(1) padvec_chunk<1> { unsigned char v; };
+template <> struct alignas(2) padvec_chunk<2> { unsigned short v; };
+template <> struct alignas(4) padvec_chunk<4> { unsigned int v; };
+template <> struct alignas(8) padvec_chunk<8> { unsigned int v[2]; };
+template <> struct alignas(16) padvec_chunk<16> { unsigned int v[4]; };
+
+// Copies W consecutive elements as one access of W * sizeof(T) bytes; both sides must be aligned to it.
+template <int W, typename T> PADVEC_FN void padvec_load(T* dst, const T* src) {
+  typedef padvec_chunk<W * sizeof(T)> chunk;
+  *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
+}
+
+template <int W, typename T> PADVEC_FN void padvec_store(T* dst, const T* src) {
+  typedef padvec_chunk<W * sizeof(T)> chunk;
+  *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
+}
+
+template <int W, typename T> PADVEC_FN void padvec_fill_zero(T* dst) {
+  for (int i = 0; i < W; ++i) dst[i] = T{};
+}

@@ -1,0 +1,26 @@
+"""Typed errors. A compile error carries the compiler's log and the path of the dumped source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PadvecError(RuntimeError):
+    """Base class of thunder-padvec's errors."""
+
+
+class CompileError(PadvecError):
+    """A generated kernel failed to compile (NVRTC for the GPU, the host compiler in emulation)."""
+
+    def __init__(self, compiler: str, log: str, source: str, source_path: Path | None):
+        self.compiler, self.log, self.source, self.source_path = compiler, log, source, source_path
+        where = f"; source dumped to {source_path}" if source_path else ""
+        super().__init__(f"{compiler} failed to compile a padvec kernel{where}\n{log.strip()}")
+
+    @property
+    def numbered_source(self) -> str:
+        return "\n".join(f"{i:5d}  {line}" for i, line in enumerate(self.source.splitlines(), 1))
+
+
+class LaunchError(PadvecError):
+    """The CUDA driver refused to load or launch a kernel."""

@@ -1,0 +1,114 @@
+"""The ``padvec`` Thunder fusion executor: checkers, the fusion pass, and ``fuse``.
+
+It claims the prims of :mod:`thunder_padvec.ops`, groups claimed symbols into regions with
+Thunder's partitioner, and replaces each region by one fused bound symbol, ``padvec<N>``, whose
+callable (:class:`~thunder_padvec.fusion.PadvecFusion`) launches one generated kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from thunder.core import prims, utils
+from thunder.core.proxies import Proxy, TensorProxy, Variable, unvariableify, variableify
+from thunder.core.rematerialization import rematerialize
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.core.transform_common import dce
+from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
+from thunder.executors.passes import update_fusion_call_ctx
+from thunder.executors.utils import Region
+from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
+
+from . import __version__, ops
+from .fusion import PadvecFusion
+from .lower import lower
+
+log = logging.getLogger("thunder_padvec")
+
+
+class PadvecExecutor(FusionExecutor):
+    def __init__(self):
+        super().__init__("padvec", version=__version__)
+        for prim_id, (check, _) in ops.OPS.items():
+            self.register_supported(prim_id, check)
+        self._fuel: int | FUEL_LEVEL = FUEL_LEVEL.UNLIMITED
+
+    # Optimization fuel, as Thunder's nvFuser executor has it: bisect a wrong fusion by
+    # allowing only the first N.
+    def get_fuel(self, amount: int = 1, /) -> bool:
+        if self._fuel is FUEL_LEVEL.UNLIMITED:
+            return True
+        if self._fuel < amount:
+            return False
+        self._fuel -= amount
+        return True
+
+    def set_fuel(self, value: int | FUEL_LEVEL) -> None:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"fuel must be non-negative: {value}")
+        self._fuel = value
+
+    def flatten(self, bsym: BoundSymbol) -> list[BoundSymbol]:
+        """The claimed prims a (possibly torch-level) bound symbol is made of."""
+        if self.can_execute(bsym):
+            return [bsym]
+        utils.check(bsym.subsymbols, lambda: f"padvec cannot flatten {bsym.sym.name}", AssertionError)
+        return [prim for sub in bsym.subsymbols for prim in self.flatten(sub)]
+
+    def fuse(self, region, fusion_counter: int) -> BoundSymbol:
+        """Accepts Thunder's ``Region`` or any object with ``inputs``, ``outputs`` and ``bound_symbols``."""
+        inputs: list[Proxy] = [unvariableify(x) for x in region.inputs]
+        outputs: list[Proxy] = [unvariableify(x) for x in region.outputs]
+        flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
+        flat = _dce(inputs, outputs, flat)
+        name = f"padvec{fusion_counter}"
+        fusion = PadvecFusion(lower(inputs, outputs, flat), name)
+        return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
+
+    def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:
+        if len(bsyms) == 1 and not self.can_fuse(bsyms[0]):
+            return False
+        # Shape ops alone are views in PyTorch: a kernel would only copy.
+        if all(prims.OpTags.SHAPE_OP in (p.sym.tags or ()) for b in bsyms for p in self.flatten(b)):
+            return False
+        if not all(isinstance(unvariableify(x), TensorProxy) for x in (*region.inputs, *region.outputs)):
+            return False
+        return self.get_fuel()
+
+    def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
+        start = time.perf_counter_ns()
+        fused_trace = from_trace(trace)
+        producers, consumers = utils.producers_and_consumers(trace)
+
+        def claimable(node: Node) -> bool:
+            return len(node.group_bsyms) > 1 or self.can_fuse(node.group_bsyms[0])
+
+        fused_bsyms, counter = [], 0
+        for bsyms in fuse_bound_symbols(trace, lambda a, b: claimable(a) and claimable(b)):
+            region = Region(producers, consumers, bsyms)
+            if not self._fusible(bsyms, region):
+                fused_bsyms.extend(bsyms)
+                continue
+            fused_bsyms.append(self.fuse(region, counter))
+            counter += 1
+        fused_trace.bound_symbols = fused_bsyms
+        fused_trace = update_fusion_call_ctx(dce(rematerialize(fused_trace)))
+        elapsed_ms = (time.perf_counter_ns() - start) // 1_000_000
+        fused_trace.set_provenance(TraceProvenance(f"padvec fusion (took {elapsed_ms} milliseconds)"))
+        return fused_trace
+
+
+def _dce(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+    """Drops prims the outputs don't need, and the inputs only they read."""
+    trace = TraceCtx(None)
+    trace.bound_symbols = [*bsyms, prims.python_return.bind(outputs, output=None)]
+    needed: set[Variable] = set()
+    trace = dce(trace, needed)
+    inputs[:] = [x for x in inputs if variableify(x) in needed]
+    return [b for b in trace.bound_symbols if b.sym.id != prims.PrimIDs.RETURN]
+
+
+padvec = PadvecExecutor()
+register_executor(padvec)

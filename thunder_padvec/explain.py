@@ -1,0 +1,119 @@
+"""``explain(jitted_fn)``: what padvec decided for each of its fusions in the last call."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ir
+from .fusion import PadvecFusion, Specialization
+from .schedule import LaunchParams
+from .vectorize import Frontier
+
+
+@dataclass(frozen=True)
+class Access:
+    """One way a tensor is touched by the kernel."""
+
+    tensor: str  # its name in the trace
+    role: str  # "input", "output" or the kind of resize node ("slice", "pad", "cat")
+    via: str  # the resize node on the way from an output, for inputs
+    projected_extent: int  # the contiguous inner elements the analysis projected onto it
+    width: int  # elements per vector access
+    access: str  # "cached" (one load shared by aligned uses), "direct" (shifted load), "store", "-"
+
+
+@dataclass
+class FusionReport:
+    name: str
+    trace: str  # "forward" or "backward"
+    ops: list[str]
+    accesses: list[Access]
+    launch: LaunchParams | None
+    source: str
+    source_path: Path | None
+    kernel: ir.Kernel
+    widths: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
+        if self.launch is None:
+            return head[0] + "\n  (not run yet)"
+        head.append(f"  launch: {self.launch}")
+        head.append(f"  source: {self.source_path}")
+        cols = ("tensor", "role", "via", "projected", "width", "access")
+        rows = [cols] + [
+            (a.tensor, a.role, a.via, str(a.projected_extent), str(a.width), a.access) for a in self.accesses
+        ]
+        sizes = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+        table = ["  " + "  ".join(c.ljust(s) for c, s in zip(r, sizes)).rstrip() for r in rows]
+        table.insert(1, "  " + "  ".join("-" * s for s in sizes))
+        return "\n".join(head + table)
+
+
+def _extent(frontier: Frontier) -> int:
+    return math.prod(e for _, e in frontier)
+
+
+def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
+    rows = []
+    for seg in spec.plan.segments:
+        for site, width in zip(seg.segment.sites, seg.widths):
+            node = kernel.node(site.node)
+            if isinstance(node, ir.Input):
+                kind = "cached" if site.aligned else "direct"
+                rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
+            elif isinstance(node, ir.RESIZE_NODES):
+                role = type(node).__name__.lower()
+                rows.append(Access(node.name, role, "", _extent(site.frontier), width, "-"))
+        for store, width in zip(seg.segment.stores, seg.store_widths):
+            rows.append(Access(store.output, "output", "", _extent(store.frontier), width, "store"))
+    return rows
+
+
+def _widths(accesses: list[Access]) -> dict[str, int]:
+    """Per tensor: an input's cached load where it has one, else its narrowest access."""
+    narrowest: dict[str, int] = {}
+    cached: dict[str, int] = {}
+    for a in accesses:
+        narrowest[a.tensor] = min(narrowest.get(a.tensor, a.width), a.width)
+        if a.access == "cached":
+            cached[a.tensor] = min(cached.get(a.tensor, a.width), a.width)
+    return {**narrowest, **cached}
+
+
+def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
+    spec = fusion.last
+    ops = [b.sym.name for b in bsym.subsymbols]
+    if spec is None:
+        return FusionReport(fusion.name, trace, ops, [], None, "", None, fusion.kernel)
+    accesses = _accesses(fusion.kernel, spec)
+    return FusionReport(
+        fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses)
+    )
+
+
+def fusions(trace) -> list[tuple[PadvecFusion, object]]:
+    """The padvec fusions of an execution trace, with their bound symbols."""
+    found = []
+    for bsym in trace.bound_symbols:
+        fn = (bsym._call_ctx or {}).get(bsym.sym.name) if bsym.sym.is_fusion else None
+        if isinstance(fn, PadvecFusion):
+            found.append((fn, bsym))
+    return found
+
+
+def explain(jitted_fn) -> list[FusionReport]:
+    """One report per padvec fusion of ``jitted_fn``'s last call: forward, then backward."""
+    import thunder
+
+    reports = []
+    for label, getter in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces)):
+        try:
+            traces = getter(jitted_fn)
+        except Exception:  # no call yet, or no backward
+            traces = None
+        if traces:
+            reports += [report(fn, bsym, label) for fn, bsym in fusions(traces[-1])]
+    return reports

@@ -1,0 +1,153 @@
+"""The callable behind a ``padvec<N>`` bound symbol: one region, specialized per runtime layout.
+
+A call allocates the outputs, looks its layout up (the device, each input's strides and pointer
+alignment, each output's alignment) and launches the kernel built for it. The first call with a
+layout runs the pipeline once: vector plan -> launch parameters -> source -> binary (through the
+kernel cache) -> loaded module. A misaligned view thus gets a variant of its own with narrower
+vectors, never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import codegen, ir, knobs, vectorize
+from .runtime import cache
+from .runtime.launch import ArgPack
+from .schedule import LaunchParams, schedule
+
+TORCH_DTYPES = {
+    ir.DType.float64: torch.float64,
+    ir.DType.float32: torch.float32,
+    ir.DType.float16: torch.float16,
+    ir.DType.bfloat16: torch.bfloat16,
+    ir.DType.int64: torch.int64,
+    ir.DType.int32: torch.int32,
+    ir.DType.bool: torch.bool,
+}
+
+
+def alignment(pointer: int) -> int:
+    """The largest power of two, up to 16, that divides ``pointer`` (in bytes)."""
+    return min(pointer & -pointer, 16) if pointer else 16
+
+
+@functools.cache
+def _cuda_target(device: int) -> cache.Target:
+    from .runtime import nvrtc
+
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = f"sm_{major}{minor}"
+    identity = f"{arch} nvrtc {nvrtc.version()} {' '.join(nvrtc.OPTIONS)}"
+    return cache.Target("cubin", identity, lambda src, path: nvrtc.compile_cubin(src, arch, path), ".cu")
+
+
+@functools.cache
+def _host_target() -> cache.Target:
+    from . import knobs
+    from .runtime import host
+
+    identity = f"{host.compiler_version(knobs.host_cxx())} {' '.join(host.FLAGS)}"
+    return cache.Target("host", identity, host.compile_shared_object, ".cpp")
+
+
+@dataclass
+class Specialization:
+    """One layout's kernel, loaded and ready to launch."""
+
+    plan: vectorize.VectorPlan
+    params: LaunchParams
+    source: str
+    source_path: Path | None
+    device: torch.device
+    module: object
+    pack: ArgPack
+
+    def run(self, args, outputs) -> None:
+        if self.params.grid == 0:
+            return
+        pack = self.pack
+        with pack.lock:
+            pack.values[:] = [t.data_ptr() for t in (*args, *outputs)] or [0]
+            if self.device.type == "cuda":
+                stream = torch.cuda.current_stream(self.device).cuda_stream
+                self.module.launch(self.params.grid, self.params.block, pack.params_address, stream)
+            else:
+                self.module.launch(self.params.grid, self.params.block, pack.address)
+
+
+class PadvecFusion:
+    def __init__(self, kernel: ir.Kernel, name: str):
+        self.kernel, self.name = kernel, name
+        self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
+        self._specializations: dict[tuple, Specialization] = {}
+        self.last: Specialization | None = None
+        self._poison = knobs.poison_outputs()
+
+    def __repr__(self) -> str:
+        return f"PadvecFusion({self.name})"
+
+    @functools.cached_property
+    def projection(self) -> vectorize.Projection:
+        return vectorize.project(self.kernel)
+
+    def _allocate(self, device: torch.device) -> list[torch.Tensor]:
+        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._outputs]
+        if self._poison:
+            for out in outputs:
+                out.fill_(float("nan") if out.is_floating_point() else True)
+        return outputs
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        device = args[0].device
+        outputs = self._allocate(device)
+        key = (
+            device,
+            tuple((a.stride(), alignment(a.data_ptr())) for a in args),
+            tuple(alignment(o.data_ptr()) for o in outputs),
+        )
+        spec = self._specializations.get(key)
+        if spec is None:
+            spec = self._specializations[key] = self._specialize(device, args, outputs)
+        self.last = spec
+        spec.run(args, outputs)
+        return outputs
+
+    def _check_arguments(self, device: torch.device, args) -> None:
+        if len(args) != len(self.kernel.inputs):
+            raise TypeError(f"{self.name} takes {len(self.kernel.inputs)} tensors, got {len(args)}")
+        for node, arg in zip(self.kernel.inputs, args):
+            want = (node.type.shape, TORCH_DTYPES[node.type.dtype], device)
+            if not isinstance(arg, torch.Tensor) or (tuple(arg.shape), arg.dtype, arg.device) != want:
+                got = (tuple(arg.shape), arg.dtype, arg.device) if isinstance(arg, torch.Tensor) else type(arg)
+                raise TypeError(f"{self.name}: input {node.name} should be {want}, got {got}")
+
+    def specialize(self, args) -> Specialization:
+        """Builds (or finds) the kernel for these inputs without launching it."""
+        device = args[0].device
+        return self._specialize(device, args, self._allocate(device))
+
+    def _specialize(self, device: torch.device, args, outputs) -> Specialization:
+        self._check_arguments(device, args)
+        layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
+        plan = vectorize.plan(self.projection, layouts, tuple(alignment(o.data_ptr()) for o in outputs))
+        params = schedule(plan)
+        body = codegen.render(plan, params)
+        pack = ArgPack(len(args) + len(outputs))
+        if device.type == "cuda":
+            from .runtime.launch import CudaModule
+
+            source = codegen.device_source(body)
+            binary, path = cache.binary(source, _cuda_target(device.index))
+            module = CudaModule(binary, device.index)
+        else:
+            from .runtime.host import HostModule
+
+            source = codegen.host_source(body)
+            binary, path = cache.binary(source, _host_target())
+            module = HostModule(binary)
+        return Specialization(plan, params, source, path, device, module, pack)

@@ -1,0 +1,254 @@
+"""The Thunder prims padvec claims: for each, its checker and its translator to the kernel IR.
+
+A checker decides, from a bound symbol's arguments alone, whether padvec can run it; it never
+raises, and logs at DEBUG why it declines. A translator turns a claimed bound symbol into one IR
+node (or a literal, for a cast of a Python number).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import numbers
+from collections.abc import Callable, Sequence
+
+from thunder.core import dtypes, prims
+from thunder.core.devices import DeviceType
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+from . import ir, knobs
+
+log = logging.getLogger("thunder_padvec")
+
+_DTYPES = {
+    dtypes.float32: ir.DType.float32,
+    dtypes.float16: ir.DType.float16,
+    dtypes.bfloat16: ir.DType.bfloat16,
+    dtypes.bool8: ir.DType.bool,
+}
+FLOAT_DTYPES = {ir.DType.float32, ir.DType.float16, ir.DType.bfloat16}
+
+
+def ir_dtype(dtype) -> ir.DType | None:
+    return _DTYPES.get(dtypes.to_strong_dtype(dtype)) if isinstance(dtype, dtypes.dtype) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Checking arguments
+# --------------------------------------------------------------------------------------------
+
+
+def _tensor_problem(t: TensorProxy, allowed: set[ir.DType]) -> str | None:
+    if ir_dtype(t.dtype) not in allowed:
+        return f"dtype {t.dtype} of {t.name}"
+    if not all(isinstance(s, int) for s in t.shape):
+        return f"symbolic shape of {t.name}"
+    if t.device.devicetype is DeviceType.CPU and not knobs.emulate():
+        return f"{t.name} is on the CPU and emulation is off"
+    if t.device.devicetype not in (DeviceType.CUDA, DeviceType.CPU):
+        return f"{t.name} is on {t.device}"
+    return None
+
+
+def _number_problem(x) -> str | None:
+    if isinstance(x, NumberProxy):
+        return f"number proxy {x.name}"
+    if isinstance(x, bool) or (isinstance(x, numbers.Real) and not isinstance(x, complex)):
+        return None
+    return f"argument of type {type(x).__name__}"
+
+
+def tensors_problem(tensors: Sequence, allowed: set[ir.DType] = FLOAT_DTYPES) -> str | None:
+    """Why these operands can't run in one padvec kernel, or None when they can."""
+    devices = set()
+    for t in tensors:
+        if isinstance(t, TensorProxy):
+            problem = _tensor_problem(t, allowed)
+            devices.add(t.device.devicetype)
+        else:
+            problem = _number_problem(t)
+        if problem:
+            return problem
+    if len(devices) > 1:
+        return "operands on different kinds of device"
+    if not devices:
+        return "no tensor operand"
+    return None
+
+
+def checker(problem: Callable[..., str | None]) -> Callable[..., bool]:
+    """Wraps a function that explains a refusal into a Thunder checker that never raises."""
+
+    @functools.wraps(problem)
+    def check(*args, **kwargs) -> bool:
+        try:
+            reason = problem(*args, **kwargs)
+        except Exception as err:  # a checker never raises: an odd argument is a refusal
+            reason = f"unexpected arguments ({type(err).__name__}: {err})"
+        if reason is not None:
+            log.debug("padvec declines %s: %s", problem.__name__.removesuffix("_problem"), reason)
+        return reason is None
+
+    return check
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering state
+# --------------------------------------------------------------------------------------------
+
+
+class Lowering:
+    """The IR under construction: ``env`` maps a proxy's name to an IR name or a literal."""
+
+    def __init__(self):
+        self.nodes: list[ir.Node] = []
+        self.env: dict[str, ir.Operand] = {}
+
+    def operand(self, x) -> ir.Operand:
+        if isinstance(x, TensorProxy):
+            return self.env[x.name]
+        if isinstance(x, NumberProxy):
+            return self.env.get(x.name, x.value)
+        return x
+
+    def tensor_type(self, t: TensorProxy) -> ir.TensorType:
+        return ir.TensorType(tuple(int(s) for s in t.shape), ir_dtype(t.dtype))
+
+    def add(self, node: ir.Node) -> None:
+        self.nodes.append(node)
+
+
+Translator = Callable[[object, Lowering], "ir.Node | ir.Scalar"]
+OPS: dict[object, tuple[Callable[..., bool], Translator]] = {}
+
+
+def _register(prim, problem, translate: Translator) -> None:
+    OPS[prim.id] = (checker(problem), translate)
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise
+# --------------------------------------------------------------------------------------------
+
+_UNARY_PRIMS = {getattr(prims, name): name for name in ir.UNARY_MATH + ir.UNARY_PREDICATES}
+_BINARY_PRIMS = {getattr(prims, name): name for name in ir.BINARY_MATH + ir.COMPARISONS}
+
+
+def _elementwise_problem(*args) -> str | None:
+    return tensors_problem(args)
+
+
+def _where_problem(pred, a, b) -> str | None:
+    if not isinstance(pred, TensorProxy):
+        return "a Python condition"
+    return tensors_problem([pred], {ir.DType.bool}) or tensors_problem([pred, a, b], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _elementwise_translator(op: str) -> Translator:
+    def translate(bsym, lowering: Lowering) -> ir.Node:
+        out = bsym.output
+        operands = tuple(lowering.operand(a) for a in bsym.args)
+        return ir.Elementwise(out.name, lowering.tensor_type(out), op, operands)
+
+    return translate
+
+
+for _prim, _name in {**_UNARY_PRIMS, **_BINARY_PRIMS}.items():
+    _register(_prim, _elementwise_problem, _elementwise_translator(_name))
+_register(prims.where, _where_problem, _elementwise_translator("where"))
+
+
+# --------------------------------------------------------------------------------------------
+# Casts and broadcasts
+# --------------------------------------------------------------------------------------------
+
+
+def _convert_element_type_problem(a, dtype) -> str | None:
+    if ir_dtype(dtype) is None:
+        return f"target dtype {dtype}"
+    if not isinstance(a, TensorProxy):
+        return _number_problem(a)
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _translate_convert(bsym, lowering: Lowering):
+    a, dtype = bsym.args[0], bsym.args[1]
+    if not isinstance(a, TensorProxy):  # a Python number: fold it
+        value = lowering.operand(a)
+        folded = bool(value) if ir_dtype(dtype) == ir.DType.bool else float(value)
+        if isinstance(bsym.output, NumberProxy):
+            lowering.env[bsym.output.name] = folded
+        return folded
+    out = bsym.output
+    return ir.Cast(out.name, lowering.tensor_type(out), lowering.operand(a))
+
+
+def _broadcast_in_dim_problem(a, shape, broadcast_dims) -> str | None:
+    if not all(isinstance(s, int) for s in (*shape, *broadcast_dims)):
+        return "symbolic broadcast"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _translate_broadcast(bsym, lowering: Lowering) -> ir.Node:
+    a, _, broadcast_dims = bsym.args[:3]
+    out = bsym.output
+    return ir.Broadcast(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(broadcast_dims))
+
+
+_register(prims.convert_element_type, _convert_element_type_problem, _translate_convert)
+_register(prims.broadcast_in_dim, _broadcast_in_dim_problem, _translate_broadcast)
+
+
+# --------------------------------------------------------------------------------------------
+# Resizes: pad, slice, cat
+# --------------------------------------------------------------------------------------------
+
+
+def _pad_problem(a, value, config) -> str | None:
+    for entry in config:
+        if len(entry) != 3 or not all(isinstance(v, int) for v in entry):
+            return f"padding config {config}"
+        if entry[2] != 0:
+            return "a dilated pad"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool}) or _number_problem(value)
+
+
+def _translate_pad(bsym, lowering: Lowering) -> ir.Node:
+    a, value, config = bsym.args[:3]
+    out = bsym.output
+    widths = tuple((lo, hi) for lo, hi, _ in config)
+    return ir.Pad(out.name, lowering.tensor_type(out), lowering.operand(a), lowering.operand(value), widths)
+
+
+def _slice_problem(a, start, end, strides=None) -> str | None:
+    if strides is not None and any(s != 1 for s in strides):
+        return "a strided slice"
+    if not all(isinstance(v, int) for v in (*start, *end)):
+        return "symbolic slice bounds"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _translate_slice(bsym, lowering: Lowering) -> ir.Node:
+    a, start, end = bsym.args[:3]
+    out = bsym.output
+    return ir.Slice(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(start), tuple(end))
+
+
+def _cat_problem(tensors, dim) -> str | None:
+    if not isinstance(dim, int):
+        return "a symbolic dim"
+    if not all(isinstance(t, TensorProxy) for t in tensors):
+        return "a non-tensor piece"
+    return tensors_problem(list(tensors), FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _translate_cat(bsym, lowering: Lowering) -> ir.Node:
+    tensors, dim = bsym.args[:2]
+    out = bsym.output
+    dim = dim % out.ndim
+    return ir.Cat(out.name, lowering.tensor_type(out), tuple(lowering.operand(t) for t in tensors), dim)
+
+
+_register(prims.pad, _pad_problem, _translate_pad)
+_register(prims.slice_prim, _slice_problem, _translate_slice)
+_register(prims.cat, _cat_problem, _translate_cat)

@@ -1,0 +1,1 @@
+"""Turning generated source into running code: NVRTC or the host compiler, caches, launches."""

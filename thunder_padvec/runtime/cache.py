@@ -1,0 +1,126 @@
+"""Kernel binaries by content: in memory, then on disk, then compiled.
+
+The key covers everything that changes the binary: the full source (preludes included), the
+target (CUBIN for an ``sm_XY`` with NVRTC's version and options, or a host library with the
+compiler's version and flags) and this package's version. Disk entries are written to a
+temporary file and renamed into place, and carry a checksum: a corrupt, truncated or unreadable
+entry is compiled again, never loaded. ``compile_count`` lets tests see when compiles happen.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__, knobs
+
+log = logging.getLogger("thunder_padvec")
+
+MAGIC = b"thunder-padvec binary v1\n"
+
+compile_count: collections.Counter[str] = collections.Counter()
+_memory: dict[str, bytes] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a binary runs and how it is built. ``identity`` names everything that changes it."""
+
+    kind: str  # "cubin" or "host"
+    identity: str
+    compile: Callable[[str, Path | None], bytes]
+    suffix: str  # of the dumped source
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def dump_source(source: str, suffix: str) -> Path | None:
+    """Writes ``source`` to the dump folder (once per content) and returns its path."""
+    try:
+        folder = knobs.dump_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"padvec_{_digest(source)[:16]}{suffix}"
+        if not path.exists():
+            _atomic_write(path, source.encode())
+        return path
+    except OSError as err:
+        log.debug("could not dump a kernel source: %s", err)
+        return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _read_disk(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    header_end = len(MAGIC) + 65
+    if not data.startswith(MAGIC) or len(data) < header_end:
+        return None
+    checksum, payload = data[len(MAGIC):header_end - 1].decode(errors="replace"), data[header_end:]
+    if hashlib.sha256(payload).hexdigest() != checksum:
+        log.info("kernel cache entry %s is corrupt; compiling again", path)
+        return None
+    return payload
+
+
+def _write_disk(path: Path, payload: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    except OSError as err:
+        log.info("could not write kernel cache entry %s: %s", path, err)
+
+
+def binary(source: str, target: Target) -> tuple[bytes, Path | None]:
+    """The binary of ``source`` for ``target``, and the path of the dumped source."""
+    key = _digest(__version__, target.kind, target.identity, source)
+    source_path = dump_source(source, target.suffix)
+    with _lock:
+        cached = _memory.get(key)
+    if cached is not None:
+        return cached, source_path
+    folder = knobs.cache_dir()
+    disk_path = folder / key[:2] / f"{key}.{target.kind}" if folder is not None else None
+    payload = _read_disk(disk_path) if disk_path is not None else None
+    if payload is None:
+        payload = target.compile(source, source_path)
+        compile_count[target.kind] += 1
+        if disk_path is not None:
+            _write_disk(disk_path, payload)
+    with _lock:
+        _memory[key] = payload
+    return payload, source_path
+
+
+def clear_memory() -> None:
+    """Forgets in-memory binaries (the disk cache stays)."""
+    with _lock:
+        _memory.clear()

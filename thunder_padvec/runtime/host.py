@@ -1,0 +1,64 @@
+"""CPU emulation: the generated kernel, behind the host prelude, built by the host C++ compiler.
+
+The host prelude turns ``__global__`` and friends into plain C++ and adds ``padvec_launch``,
+which runs every thread of every block in order. Kernels own disjoint outputs and use no shared
+memory, so running threads one after another computes exactly what the GPU computes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .. import knobs
+from ..errors import CompileError
+
+# Contraction off, as for NVRTC; no strict aliasing, as the vector helpers pun types.
+FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing", "-w")
+
+
+@functools.cache
+def compiler_version(cxx: str) -> str:
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+        return out.stdout.splitlines()[0] if out.stdout else cxx
+    except (OSError, subprocess.SubprocessError):
+        return cxx
+
+
+def compile_shared_object(source: str, source_path: Path | None = None) -> bytes:
+    """Builds ``source`` into a shared library and returns its bytes."""
+    cxx = knobs.host_cxx()
+    with tempfile.TemporaryDirectory(prefix="padvec-host-") as tmp:
+        src, lib = Path(tmp, "kernel.cpp"), Path(tmp, "kernel.so")
+        src.write_text(source)
+        try:
+            out = subprocess.run([cxx, *FLAGS, str(src), "-o", str(lib)], capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise CompileError(cxx, str(err), source, source_path) from err
+        if out.returncode != 0:
+            raise CompileError(cxx, out.stderr or out.stdout, source, source_path)
+        return lib.read_bytes()
+
+
+class HostModule:
+    """A loaded emulation library; ``launch`` runs the kernel on the calling thread."""
+
+    def __init__(self, library: bytes):
+        fd, path = tempfile.mkstemp(prefix="padvec-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(library)
+            self._lib = ctypes.CDLL(path)
+        finally:
+            os.unlink(path)  # the mapping stays valid after the file is gone
+        self._launch = self._lib.padvec_launch
+        self._launch.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+        self._launch.restype = None
+
+    def launch(self, grid: int, block: int, args_address: int) -> None:
+        self._launch(args_address, grid, block)

@@ -1,0 +1,78 @@
+"""Loading CUBINs and launching them on PyTorch's stream, in the device's primary context.
+
+PyTorch runs in each device's primary context; modules are loaded into that context and every
+launch makes sure it is current on the calling thread (autograd runs backward on a thread of its
+own). Kernel arguments are one struct of pointers, packed into a buffer that each specialization
+allocates once; a call only writes the new pointers into it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+from ..errors import LaunchError
+
+
+@functools.cache
+def _driver():
+    from cuda.bindings import driver
+
+    _check(driver.cuInit(0), "cuInit")
+    return driver
+
+
+def _check(result, what: str):
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise LaunchError(f"{what} failed: {err!r}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+@functools.cache
+def _primary_context(device: int):
+    driver = _driver()
+    handle = _check(driver.cuDeviceGet(device), "cuDeviceGet")
+    return _check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+
+
+_current = threading.local()
+
+
+def make_current(device: int) -> None:
+    """Makes ``device``'s primary context current on this thread (cheap when it already is)."""
+    if getattr(_current, "device", None) == device:
+        driver = _driver()
+        ctx = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(ctx) == int(_primary_context(device)):
+            return
+    _check(_driver().cuCtxSetCurrent(_primary_context(device)), "cuCtxSetCurrent")
+    _current.device = device
+
+
+class ArgPack:
+    """The kernel's one argument, a struct of ``n`` pointers, in a buffer reused by every call."""
+
+    def __init__(self, n: int):
+        self.values = (ctypes.c_uint64 * max(n, 1))()
+        self.address = ctypes.addressof(self.values)
+        self.params = (ctypes.c_void_p * 1)(self.address)  # kernelParams: one pointer to the struct
+        self.params_address = ctypes.addressof(self.params)
+        self.lock = threading.Lock()
+
+
+class CudaModule:
+    """A CUBIN loaded on one device, and its ``padvec_kernel``."""
+
+    def __init__(self, cubin: bytes, device: int):
+        self.device = device
+        make_current(device)
+        driver = _driver()
+        self._module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self._function = _check(driver.cuModuleGetFunction(self._module, b"padvec_kernel"), "cuModuleGetFunction")
+
+    def launch(self, grid: int, block: int, params_address: int, stream: int) -> None:
+        make_current(self.device)
+        err = _driver().cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
+        _check(err, "cuLaunchKernel")

@@ -1,0 +1,59 @@
+"""Launch parameters: how the threads of one launch cover the segments of a vector plan.
+
+Each thread owns one group of ``lanes`` consecutive reference elements of its segment. The
+segments share one 1-D grid: segment ``s`` takes blocks ``[first_block, first_block + blocks)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .vectorize import VectorPlan
+
+INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
+DEFAULT_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class SegmentLaunch:
+    first_block: int
+    blocks: int
+    groups: int  # lane groups, one per thread
+
+
+@dataclass(frozen=True)
+class LaunchParams:
+    block: int
+    grid: int
+    segments: tuple[SegmentLaunch, ...]
+    index_bits: int  # 32 or 64
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
+        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices ({parts})"
+
+
+def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """One past the largest element offset a tensor of this shape and strides reaches."""
+    if 0 in shape:
+        return 0
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(shape, strides))
+
+
+def index_bits(plan: VectorPlan) -> int:
+    kernel = plan.kernel
+    sizes = [math.prod(s.segment.shape) for s in plan.segments]
+    sizes += [kernel.node(o).type.numel for o in kernel.outputs]
+    sizes += [_span(i.type.shape, layout.strides) for i, layout in zip(kernel.inputs, plan.layouts)]
+    return 64 if max(sizes, default=0) >= INDEX32_LIMIT else 32
+
+
+def schedule(plan: VectorPlan, block: int = DEFAULT_BLOCK) -> LaunchParams:
+    segments, first = [], 0
+    for seg in plan.segments:
+        groups = math.prod(seg.segment.shape) // seg.lanes
+        blocks = -(-groups // block)
+        segments.append(SegmentLaunch(first, blocks, groups))
+        first += blocks
+    return LaunchParams(block, first, tuple(segments), index_bits(plan))

@@ -1,0 +1,39 @@
+"""GPU timing: CUDA events around each repeat, the L2 flushed between repeats, the median kept."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20  # several times the L2 of current GPUs
+
+
+def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5, flush: bool = True) -> float:
+    """Median milliseconds of ``fn()`` on the current stream."""
+    scratch = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush else None
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if scratch is not None:
+            scratch.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_roofline_ms(nbytes: int, **kwargs) -> float:
+    """A device-to-device copy that reads and writes ``nbytes`` in all (``nbytes / 2`` each way)."""
+    src = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    return median_ms(lambda: dst.copy_(src), **kwargs)
+
+
+def gbps(nbytes: int, ms: float) -> float:
+    return nbytes / (ms * 1e-3) / 1e9

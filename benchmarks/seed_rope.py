@@ -38,7 +38,10 @@ def run(batch: int, dtype: torch.dtype) -> list[dict]:
     rows = []
     for name, fn in _executors(n):
         out = fn(x, cos, sin)
-        torch.testing.assert_close(out, expected, rtol=0, atol=0)
+        if name == "padvec":  # the same rounding steps as eager: bit for bit
+            assert torch.equal(out, expected)
+        else:  # torch.compile keeps float32 intermediates
+            torch.testing.assert_close(out, expected, rtol=0.02, atol=0.07)
         rows.append({"executor": name, "median_ms": median_ms(lambda: fn(x, cos, sin))})
     rows.append({"executor": "copy", "median_ms": copy_roofline_ms(io_bytes)})
     copy_ms = rows[-1]["median_ms"]

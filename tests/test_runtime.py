@@ -1,13 +1,16 @@
 """Runtime: the kernel caches (in memory and on disk) and compile counting."""
 
+import functools
 import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from helpers import jit_and_run, randn
+from thunder_padvec.errors import CompileError
 from thunder_padvec.examples import rope_one_entry
 from thunder_padvec.runtime import cache
 
@@ -67,3 +70,36 @@ def test_corrupt_or_truncated_entries_are_rebuilt(tmp_path, monkeypatch, emulate
     assert cache.compile_count["host"] == before + len(entries)
     assert torch.equal(out, rope_one_entry(*args))
     assert all(cache._read_disk(e) is not None for e in entries)  # rewritten whole
+
+
+def test_a_failed_compile_falls_back_to_pytorch_with_one_warning(monkeypatch, emulated, generator, tmp_path):
+    monkeypatch.setenv("THUNDER_PADVEC_CXX", "false")  # a "compiler" that always fails
+    monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", "off")
+    _reset_host_target(monkeypatch)
+    args = _rope_args(generator)
+    with pytest.warns(RuntimeWarning, match="runs in PyTorch") as record:
+        jitted, out, _ = jit_and_run(rope_one_entry, *args)
+        again = jitted(*args)
+    ours = [str(w.message) for w in record if "runs in PyTorch" in str(w.message)]
+    assert len(ours) == 1 and str(tmp_path) in ours[0]  # once, naming the dumped source
+    assert torch.equal(out, rope_one_entry(*args)) and torch.equal(again, out)
+
+
+def test_strict_mode_raises_the_typed_error(monkeypatch, emulated, generator, tmp_path):
+    monkeypatch.setenv("THUNDER_PADVEC_CXX", "false")
+    monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")
+    monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", "off")
+    _reset_host_target(monkeypatch)
+    with pytest.raises(CompileError) as info:
+        jit_and_run(rope_one_entry, *_rope_args(generator))
+    assert info.value.source_path.parent == tmp_path and info.value.source_path.exists()
+
+
+def _reset_host_target(monkeypatch):
+    from thunder_padvec import fusion
+
+    fusion._host_target.cache_clear()
+    monkeypatch.setattr(cache, "_memory", {})
+    monkeypatch.setattr(fusion, "_host_target", functools.cache(fusion._host_target.__wrapped__))

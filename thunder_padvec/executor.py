@@ -14,7 +14,7 @@ from thunder.core import prims, utils
 from thunder.core.proxies import Proxy, TensorProxy, Variable, unvariableify, variableify
 from thunder.core.rematerialization import rematerialize
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
 from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
 from thunder.executors.passes import update_fusion_call_ctx
@@ -64,7 +64,7 @@ class PadvecExecutor(FusionExecutor):
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
         name = f"padvec{fusion_counter}"
-        fusion = PadvecFusion(lower(inputs, outputs, flat), name)
+        fusion = PadvecFusion(lower(inputs, outputs, flat), name, lambda: _pytorch_callable(inputs, outputs, flat))
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
     def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:
@@ -108,6 +108,28 @@ def _dce(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]) ->
     trace = dce(trace, needed)
     inputs[:] = [x for x in inputs if variableify(x) in needed]
     return [b for b in trace.bound_symbols if b.sym.id != prims.PrimIDs.RETURN]
+
+
+def _pytorch_callable(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]):
+    """The region as a Python function run by Thunder's PyTorch executor."""
+    from thunder.core.codeutils import SigInfo
+    from thunder.executors.passes import transform_for_execution
+    from thunder.executors.torchex import ex as pytorch_ex
+
+    region = TraceCtx(None)
+    region.args, region.kwargs = list(inputs), {}
+    region.names = {p.name for p in inputs}
+    with tracectx(region):
+        for p in inputs:
+            prims.unpack_trivial(p, name=p.name)
+    region.bound_symbols += [*bsyms, prims.python_return.bind(outputs, output=None)]
+    for bsym in bsyms:
+        for out in bsym.flat_proxy_outs:
+            if out.name not in region.names:
+                region.add_name(out.name)
+    region._siginfo = SigInfo("padvec_fallback")
+    region._siginfo.args = [(p.name, None) for p in inputs]
+    return transform_for_execution(region, executors_list=(pytorch_ex,)).python_callable(include_decorators=False)
 
 
 padvec = PadvecExecutor()

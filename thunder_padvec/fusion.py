@@ -10,15 +10,21 @@ vectors, never an error.
 from __future__ import annotations
 
 import functools
+import logging
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from . import codegen, ir, knobs, vectorize
+from .errors import PadvecError
 from .runtime import cache
 from .runtime.launch import ArgPack
 from .schedule import LaunchParams, schedule
+
+log = logging.getLogger("thunder_padvec")
 
 TORCH_DTYPES = {
     ir.DType.float64: torch.float64,
@@ -67,9 +73,9 @@ class Specialization:
     module: object
     pack: ArgPack
 
-    def run(self, args, outputs) -> None:
+    def run(self, args, outputs) -> list[torch.Tensor]:
         if self.params.grid == 0:
-            return
+            return outputs
         pack = self.pack
         with pack.lock:
             pack.values[:] = [t.data_ptr() for t in (*args, *outputs)] or [0]
@@ -78,14 +84,28 @@ class Specialization:
                 self.module.launch(self.params.grid, self.params.block, pack.params_address, stream)
             else:
                 self.module.launch(self.params.grid, self.params.block, pack.address)
+        return outputs
+
+
+@dataclass
+class Fallback:
+    """A layout whose kernel could not be built: the region runs in PyTorch instead."""
+
+    error: PadvecError
+    run_in_pytorch: Callable
+
+    def run(self, args, outputs) -> list[torch.Tensor]:
+        return list(self.run_in_pytorch(*args))
 
 
 class PadvecFusion:
-    def __init__(self, kernel: ir.Kernel, name: str):
-        self.kernel, self.name = kernel, name
+    """``fallback`` builds a PyTorch callable of the region, used where a kernel can't be built."""
+
+    def __init__(self, kernel: ir.Kernel, name: str, fallback: Callable[[], Callable] | None = None):
+        self.kernel, self.name, self._fallback = kernel, name, fallback
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
-        self._specializations: dict[tuple, Specialization] = {}
-        self.last: Specialization | None = None
+        self._specializations: dict[tuple, Specialization | Fallback] = {}
+        self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()
 
     def __repr__(self) -> str:
@@ -112,10 +132,19 @@ class PadvecFusion:
         )
         spec = self._specializations.get(key)
         if spec is None:
-            spec = self._specializations[key] = self._specialize(device, args, outputs)
+            spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)
         self.last = spec
-        spec.run(args, outputs)
-        return outputs
+        return spec.run(args, outputs)
+
+    def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
+        try:
+            return self._specialize(device, args, outputs)
+        except PadvecError as err:
+            if knobs.strict() or self._fallback is None:
+                raise
+            warnings.warn(f"{self.name} runs in PyTorch: {str(err).splitlines()[0]}", RuntimeWarning, stacklevel=3)
+            log.debug("%s: %s", self.name, err)
+            return Fallback(err, self._fallback())
 
     def _check_arguments(self, device: torch.device, args) -> None:
         if len(args) != len(self.kernel.inputs):

@@ -26,3 +26,38 @@ def rope_inputs(batch: int, heads: int, seq: int, head_size: int, rope_n_elem: i
 
 
 SEED_SHAPE = dict(batch=256, heads=16, seq=1024, head_size=32, rope_n_elem=8)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """LitGPT's rotary embedding of the whole last dim of ``x``."""
+    head_size = x.size(-1)
+    x1 = x[..., : head_size // 2]
+    x2 = x[..., head_size // 2 :]
+    rotated = torch.cat((-x2, x1), dim=-1)
+    roped = (x * cos) + (rotated * sin)
+    return roped.to(dtype=x.dtype)
+
+
+def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:
+    """RoPE on the first ``rope_n_elem`` features of ``x [B, nh, T, hs]``, the rest passed through."""
+    if rope_n_elem == x.size(-1):
+        return apply_rope(x, cos, sin)
+    return torch.cat((apply_rope(x[..., :rope_n_elem], cos, sin), x[..., rope_n_elem:]), dim=-1)
+
+
+def qkv_split_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_head: int, n_query_groups: int,
+                   head_size: int, rope_n_elem: int):
+    """LitGPT's attention prologue from ``qkv [B, T, (n_head + 2 * n_query_groups) * head_size]``:
+    view, permute, split, expand the keys and values for grouped queries, RoPE on q and k."""
+    B, T, _ = qkv.shape
+    q_per_kv = n_head // n_query_groups
+    qkv = qkv.view(B, T, n_query_groups, q_per_kv + 2, head_size)
+    qkv = qkv.permute(0, 2, 3, 1, 4)  # (B, groups, q_per_kv + 2, T, hs)
+    q, k, v = qkv.split((q_per_kv, 1, 1), dim=2)
+    if n_query_groups != n_head:
+        k = k.expand(B, n_query_groups, q_per_kv, T, head_size)
+        v = v.expand(B, n_query_groups, q_per_kv, T, head_size)
+    q = q.reshape(B, -1, T, head_size)
+    k = k.reshape(B, -1, T, head_size)
+    v = v.reshape(B, -1, T, head_size)
+    return litgpt_rope(q, cos, sin, rope_n_elem), litgpt_rope(k, cos, sin, rope_n_elem), v

@@ -21,7 +21,8 @@ class Access:
     via: str  # the resize node on the way from an output, for inputs
     projected_extent: int  # the contiguous inner elements the analysis projected onto it
     width: int  # elements per vector access
-    access: str  # "cached" (one load shared by aligned uses), "direct" (shifted load), "store", "-"
+    access: str  # "cached" (one load shared by the aligned uses), "direct" (a shifted load), "registers" (a
+    #              shifted read served by the row's own load), "store", or "-" for resize nodes
 
 
 @dataclass
@@ -62,7 +63,7 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
         for site, width in zip(seg.segment.sites, seg.widths):
             node = kernel.node(site.node)
             if isinstance(node, ir.Input):
-                kind = "cached" if site.aligned else "direct"
+                kind = "registers" if seg.reuse_of(site.id) else "cached" if site.aligned else "direct"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

@@ -22,7 +22,7 @@ from . import codegen, ir, knobs, vectorize
 from .errors import PadvecError
 from .runtime import cache
 from .runtime.launch import ArgPack
-from .schedule import LaunchParams, schedule
+from .schedule import TUNING, LaunchParams, schedule
 
 log = logging.getLogger("thunder_padvec")
 
@@ -163,7 +163,8 @@ class PadvecFusion:
     def _specialize(self, device: torch.device, args, outputs) -> Specialization:
         self._check_arguments(device, args)
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
-        plan = vectorize.plan(self.projection, layouts, tuple(alignment(o.data_ptr()) for o in outputs))
+        out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
+        plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes)
         params = schedule(plan)
         body = codegen.render(plan, params)
         pack = ArgPack(len(args) + len(outputs))

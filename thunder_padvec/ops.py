@@ -195,7 +195,18 @@ def _translate_broadcast(bsym, lowering: Lowering) -> ir.Node:
     return ir.Broadcast(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(broadcast_dims))
 
 
+def _shallow_copy_problem(a) -> str | None:
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _translate_shallow_copy(bsym, lowering: Lowering) -> ir.Node:
+    """``Tensor.to`` to the same dtype: an alias in PyTorch, a register copy here."""
+    out = bsym.output
+    return ir.Cast(out.name, lowering.tensor_type(out), lowering.operand(bsym.args[0]))
+
+
 _register(prims.convert_element_type, _convert_element_type_problem, _translate_convert)
+_register(prims.shallow_copy, _shallow_copy_problem, _translate_shallow_copy)
 _register(prims.broadcast_in_dim, _broadcast_in_dim_problem, _translate_broadcast)
 
 

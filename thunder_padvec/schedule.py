@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from .vectorize import VectorPlan
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
-DEFAULT_BLOCK = 256
+
+
+@dataclass
+class Tuning:
+    """Knobs of the kernels' shape, for experiments: changes apply to specializations built afterwards."""
+
+    block: int = 256
+    max_row_bytes: int = 512  # a thread owns whole rows up to this size (see vectorize.plan)
+
+
+TUNING = Tuning()
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,8 @@ def index_bits(plan: VectorPlan) -> int:
     return 64 if max(sizes, default=0) >= INDEX32_LIMIT else 32
 
 
-def schedule(plan: VectorPlan, block: int = DEFAULT_BLOCK) -> LaunchParams:
+def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
+    block = block or TUNING.block
     segments, first = [], 0
     for seg in plan.segments:
         groups = math.prod(seg.segment.shape) // seg.lanes

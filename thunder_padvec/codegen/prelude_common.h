@@ -1,6 +1,13 @@
 // thunder_padvec prelude, shared by the GPU (NVRTC) and the host (emulation) builds.
 // Self-contained: 16-bit float types and their round-to-nearest-even conversions, and
 // vector loads and stores of 1 to 16 bytes. PADVEC_FN is defined by the target's prelude.
+// On GPUs of compute capability 8.0 and newer the conversions are single instructions (the
+// ones PyTorch's CUDA kernels use); elsewhere they are the integer code below, which rounds
+// identically (NaNs come out as PyTorch's CPU kernels make them).
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PADVEC_CVT_INSTRUCTIONS 1
+#endif
 
 struct padvec_bf16 { unsigned short bits; };
 struct padvec_half { unsigned short bits; };
@@ -23,6 +30,11 @@ PADVEC_FN float padvec_to_float(bool x) { return x ? 1.0f : 0.0f; }
 PADVEC_FN float padvec_to_float(padvec_bf16 x) { return padvec_float_from_bits((unsigned int)x.bits << 16); }
 
 PADVEC_FN float padvec_to_float(padvec_half x) {
+#ifdef PADVEC_CVT_INSTRUCTIONS
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+#endif
   const unsigned int sign = (unsigned int)(x.bits & 0x8000u) << 16;
   const unsigned int exponent = (x.bits >> 10) & 0x1fu;
   const unsigned int mantissa = x.bits & 0x3ffu;
@@ -33,8 +45,12 @@ PADVEC_FN float padvec_to_float(padvec_half x) {
 }
 
 PADVEC_FN padvec_bf16 padvec_bf16_from_float(float f) {
-  unsigned int u = padvec_bits_from_float(f);
   padvec_bf16 r;
+#ifdef PADVEC_CVT_INSTRUCTIONS
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+  return r;
+#endif
+  unsigned int u = padvec_bits_from_float(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {
     r.bits = 0x7fc0;  // the quiet NaN PyTorch produces
     return r;
@@ -45,6 +61,11 @@ PADVEC_FN padvec_bf16 padvec_bf16_from_float(float f) {
 }
 
 PADVEC_FN padvec_half padvec_half_from_float(float f) {
+#ifdef PADVEC_CVT_INSTRUCTIONS
+  padvec_half converted;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(converted.bits) : "f"(f));
+  return converted;
+#endif
   const unsigned int u = padvec_bits_from_float(f);
   const unsigned int sign = (u >> 16) & 0x8000u;
   const unsigned int a = u & 0x7fffffffu;
@@ -68,6 +89,31 @@ PADVEC_FN padvec_half padvec_half_from_float(float f) {
   padvec_half r;
   r.bits = (unsigned short)(sign | h);
   return r;
+}
+
+// Rounds two floats into two consecutive 16-bit lanes.
+PADVEC_FN void padvec_pack_bf16x2(padvec_bf16* dst, float lo, float hi) {
+#ifdef PADVEC_CVT_INSTRUCTIONS
+  unsigned int pair;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  dst[0].bits = (unsigned short)(pair & 0xffffu);
+  dst[1].bits = (unsigned short)(pair >> 16);
+#else
+  dst[0] = padvec_bf16_from_float(lo);
+  dst[1] = padvec_bf16_from_float(hi);
+#endif
+}
+
+PADVEC_FN void padvec_pack_halfx2(padvec_half* dst, float lo, float hi) {
+#ifdef PADVEC_CVT_INSTRUCTIONS
+  unsigned int pair;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  dst[0].bits = (unsigned short)(pair & 0xffffu);
+  dst[1].bits = (unsigned short)(pair >> 16);
+#else
+  dst[0] = padvec_half_from_float(lo);
+  dst[1] = padvec_half_from_float(hi);
+#endif
 }
 
 PADVEC_FN float padvec_nan_max(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }

@@ -1,94 +1,124 @@
 """Renders a vector plan and its launch parameters as one CUDA C++ kernel.
 
-The walker visits each segment's sites in topological order; every site becomes a register
-array of ``lanes`` values (``s<id>``), filled by a small render function for its kind of node.
-Input sites are loaded with their planned vector width under the site's box guard; pads and
-cats select lane by lane; slices and broadcasts only move indices, so they emit no code.
-The source names nothing from the trace, so structurally equal regions share binaries.
+A thread owns ``lanes`` reference elements and walks them in chunks of ``chunk`` lanes. Input
+sites that other sites read shifted within the row are loaded up front, whole (``T s<id>[lanes]``);
+every other site is a chunk-local register array (``T s<id>[chunk]``) filled by a small render
+function for its kind of node, one chunk at a time, followed by the chunk's stores. Inside the
+lane loops ``j`` is the lane within the chunk and ``l`` the lane within the thread. Slices and
+broadcasts only move indices, so they emit no code. The source names nothing from the trace, so
+structurally equal regions share binaries.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass
 
 from .. import ir
 from ..schedule import LaunchParams
-from ..vectorize import Site, SegmentPlan, Store, VectorPlan
+from ..vectorize import SegmentPlan, Site, Store, VectorPlan
 from . import scalar
 
 IDX = "padvec_idx"
 
 
+@dataclass
 class _Segment:
-    """Rendering state of one segment: the plan, and C++ expressions for coordinates."""
+    """Rendering state of one segment: the plan, and C++ expressions for coordinates and registers."""
 
-    def __init__(self, plan: VectorPlan, seg: SegmentPlan):
-        self.kernel, self.layouts, self.seg = plan.kernel, plan.layouts, seg
-        self.shape = seg.segment.shape
-        self.sites = seg.segment.sites
+    plan: VectorPlan
+    seg: SegmentPlan
+    whole: set  # site ids held for all lanes (read shifted by other sites)
+    names: dict  # site id -> id of the site whose registers hold its value (views)
 
-    def lane_coord(self, ref_dim: int) -> str:
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.seg.segment.shape
+
+    def site(self, site_id: int) -> Site:
+        return self.seg.segment.sites[site_id]
+
+    def dtype(self, site_id: int) -> ir.DType:
+        return self.plan.kernel.node(self.site(site_id).node).type.dtype
+
+    def reg(self, site_id: int, j: str = "j", l: str = "l") -> str:
+        """The register of ``site_id`` at the lane ``j`` of the chunk (``l`` of the thread)."""
+        site_id = self.names.get(site_id, site_id)
+        return f"s{site_id}[{l if site_id in self.whole else j}]"
+
+    def lane_coord(self, ref_dim: int, l: str = "l") -> str:
         """The reference coordinate along ``ref_dim`` of lane ``l`` of this thread."""
         inner = math.prod(self.shape[ref_dim + 1:])
         if inner >= self.seg.lanes:
             return f"c{ref_dim}"
-        step = "l" if inner == 1 else f"(l / {inner})"
+        step = l if inner == 1 else f"({l} / {inner})"
         if self.seg.lanes // inner > self.shape[ref_dim]:
             step = f"({step} % {self.shape[ref_dim]})"
         return f"(c{ref_dim} + {step})"
 
-    def node_coord(self, site: Site, dim: int) -> str | int:
+    def node_coord(self, site: Site, dim: int, l: str = "l") -> str | int:
         """The node's coordinate along ``dim`` at lane ``l``; an int where it is constant."""
         ref, offset = site.index_map[dim]
         if ref is None:
             return offset
-        return self.lane_coord(ref) + (f" + {offset}" if offset else "")
+        return self.lane_coord(ref, l) + (f" + {offset}" if offset else "")
 
-    def box_guard(self, box) -> str:
+    def box_guard(self, box, l: str = "l") -> str:
         terms = []
         for ref_dim, (lo, hi) in enumerate(box):
-            coord = self.lane_coord(ref_dim)
+            coord = self.lane_coord(ref_dim, l)
             if lo > 0:
                 terms.append(f"{coord} >= {lo}")
             if hi < self.shape[ref_dim]:
                 terms.append(f"{coord} < {hi}")
         return " && ".join(terms) or "true"
 
-    def dtype(self, site_id: int) -> ir.DType:
-        return self.kernel.node(self.sites[site_id].node).type.dtype
 
-
-def _lanes_loop(lanes: int, body: str, step: int = 1) -> list[str]:
+def _loop(size: int, step: int, body: list[str], lane_base: str = "c") -> list[str]:
     return [
         "#pragma unroll",
-        f"for (int l = 0; l < {lanes}; l += {step}) {{",
-        f"  {body}",
+        f"for (int j = 0; j < {size}; j += {step}) {{",
+        f"  const int l = {lane_base} + j;",
+        *("  " + line for line in body),
         "}",
     ]
 
 
-def _declare(site: Site, node: ir.Node, lanes: int) -> str:
-    return f"alignas(16) {scalar.CTYPE[node.type.dtype]} s{site.id}[{lanes}];"
+def _declare(r: _Segment, site: Site, size: int) -> str:
+    node = r.plan.kernel.node(site.node)
+    return f"alignas(16) {scalar.CTYPE[node.type.dtype]} s{site.id}[{size}];"
+
+
+def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
+    return [_declare(r, site, r.seg.chunk), *_loop(r.seg.chunk, 1, [f"s{site.id}[j] = {value};"])]
 
 
 # --------------------------------------------------------------------------------------------
-# One render function per kind of node
+# One render function per kind of site
 # --------------------------------------------------------------------------------------------
 
 
-def _render_input(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
-    layout = r.layouts[node.index]
+def _render_load(r: _Segment, site: Site, node: ir.Input, width: int, size: int, lane_base: str) -> list[str]:
+    layout = r.plan.layouts[node.index]
     terms = []
-    for dim, (size, stride) in enumerate(zip(node.type.shape, layout.strides)):
+    for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
         coord = r.node_coord(site, dim)
-        if size > 1 and stride and coord != 0:
+        if extent > 1 and stride and coord != 0:
             terms.append(f"({coord}) * {stride}")
     address = f"args.in{node.index} + ({' + '.join(terms) or '0'})"
     guard = r.box_guard(site.box)
-    load = f"padvec_load<{width}>(&s{site.id}[l], {address});"
-    body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[l]);"
-    return [_declare(site, node, r.seg.lanes), *_lanes_loop(r.seg.lanes, body, width)]
+    load = f"padvec_load<{width}>(&s{site.id}[j], {address});"
+    body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[j]);"
+    return [_declare(r, site, size), *_loop(size, width, [body], lane_base)]
+
+
+def _render_reuse(r: _Segment, site: Site, source: int, shift: int) -> list[str]:
+    """Lanes of an input read shifted within the row, taken from the row's registers."""
+    lanes = r.seg.lanes
+    src = f"s{source}[l + {shift}]" if shift else f"s{source}[l]"
+    node = r.plan.kernel.node(site.node)
+    value = f"(l + {shift} >= 0 && l + {shift} < {lanes}) ? {src} : {scalar.CTYPE[node.type.dtype]}{{}}"
+    return _per_lane(r, site, value)
 
 
 def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[str]:
@@ -103,22 +133,28 @@ def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[s
         result = ir.DType.bool if predicate else compute
         reads = [compute] * len(node.operands)
     args = [
-        scalar.literal(n, want) if src is None else scalar.to_compute(f"s{o}[l]", src, want)
+        scalar.literal(n, want) if src is None else scalar.to_compute(r.reg(o), src, want)
         for n, o, src, want in zip(node.operands, site.operands, sources, reads)
     ]
     value = scalar.from_compute(scalar.math_expr(node.op, args, compute), result, node.type.dtype)
-    return [_declare(site, node, r.seg.lanes), *_lanes_loop(r.seg.lanes, f"s{site.id}[l] = {value};")]
+    return _per_lane(r, site, value)
 
 
 def _render_cast(r: _Segment, site: Site, node: ir.Cast) -> list[str]:
-    source = r.dtype(site.operands[0])
-    value = scalar.cast(f"s{site.operands[0]}[l]", source, node.type.dtype)
-    return [_declare(site, node, r.seg.lanes), *_lanes_loop(r.seg.lanes, f"s{site.id}[l] = {value};")]
+    (operand,) = site.operands
+    source, target = r.dtype(operand), node.type.dtype
+    pack = scalar.PACK_PAIR.get(target)
+    if pack is None or r.seg.chunk % 2:
+        return _per_lane(r, site, scalar.cast(r.reg(operand), source, target))
+    # Two lanes at a time: one conversion instruction rounds a pair on the GPU.
+    lo = scalar.to_compute(r.reg(operand), source, ir.DType.float32)
+    hi = scalar.to_compute(r.reg(operand, "j + 1", "l + 1"), source, ir.DType.float32)
+    return [_declare(r, site, r.seg.chunk), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
 
 
 def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
     fill = scalar.literal(node.value, node.type.dtype)
-    operand = site.operands[0]
+    (operand,) = site.operands
     terms = []
     for dim, (lo, hi) in enumerate(node.widths):
         coord = r.node_coord(site, dim)
@@ -134,25 +170,25 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
     if operand is None:
         value = fill
     else:
-        value = f"({' && '.join(terms)}) ? s{operand}[l] : {fill}" if terms else f"s{operand}[l]"
-    return [_declare(site, node, r.seg.lanes), *_lanes_loop(r.seg.lanes, f"s{site.id}[l] = {value};")]
+        value = f"({' && '.join(terms)}) ? {r.reg(operand)} : {fill}" if terms else r.reg(operand)
+    return _per_lane(r, site, value)
 
 
 def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
     coord = r.node_coord(site, node.dim)
     live, end = [], 0
     for operand, piece in zip(site.operands, node.operands):
-        end += r.kernel.node(piece).type.shape[node.dim]
+        end += r.plan.kernel.node(piece).type.shape[node.dim]
         if operand is not None:
             live.append((operand, end))
-    value = f"s{live[-1][0]}[l]"
+    value = r.reg(live[-1][0])
     for operand, piece_end in reversed(live[:-1]):
-        value = f"({coord}) < {piece_end} ? s{operand}[l] : ({value})"
-    return [_declare(site, node, r.seg.lanes), *_lanes_loop(r.seg.lanes, f"s{site.id}[l] = {value};")]
+        value = f"({coord}) < {piece_end} ? {r.reg(operand)} : ({value})"
+    return _per_lane(r, site, value)
 
 
 def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
-    node = r.kernel.node(store.output)
+    node = r.plan.kernel.node(store.output)
     shape = node.type.shape
     if shape == r.shape and not any(store.offsets):
         address = "base + l"
@@ -165,8 +201,8 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
         ]
         address = " + ".join(terms) or "0"
     guard = r.box_guard(store.box)
-    write = f"padvec_store<{width}>(args.out{store.output_index} + ({address}), &s{store.site}[l]);"
-    return _lanes_loop(r.seg.lanes, write if guard == "true" else f"if ({guard}) {write}", width)
+    write = f"padvec_store<{width}>(args.out{store.output_index} + ({address}), &{r.reg(store.site)});"
+    return _loop(r.seg.chunk, width, [write if guard == "true" else f"if ({guard}) {write}"])
 
 
 _RENDERERS = {
@@ -182,8 +218,14 @@ _RENDERERS = {
 # --------------------------------------------------------------------------------------------
 
 
-def _coordinates(shape: tuple[int, ...], lanes: int) -> list[str]:
-    lines = [f"const {IDX} base = group * {lanes};", f"{IDX} rest = base;"]
+def _coordinates(seg: SegmentPlan) -> list[str]:
+    shape, lanes = seg.segment.shape, seg.lanes
+    lines = [f"const {IDX} base = group * {lanes};"]
+    rest = "base"
+    if seg.whole_rows:  # a thread owns one whole row: it starts at coordinate 0 of the row
+        lines.append(f"const {IDX} c{len(shape) - 1} = 0;")
+        shape, rest = shape[:-1], "group"
+    lines.append(f"{IDX} rest = {rest};")
     for d in reversed(range(len(shape))):
         if d == 0:
             lines.append(f"const {IDX} c0 = rest;")
@@ -197,21 +239,29 @@ def _coordinates(shape: tuple[int, ...], lanes: int) -> list[str]:
 
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]:
     kernel = plan.kernel
-    r = _Segment(plan, seg)
-    names: dict[int, int] = {}  # site id -> id of the site whose registers hold its value
-    body = _coordinates(seg.segment.shape, seg.lanes)
+    reuses = {reuse.site: reuse for reuse in seg.reuses}
+    r = _Segment(plan, seg, {reuse.source for reuse in seg.reuses}, {})
+    body = _coordinates(seg)
+    for site_id in sorted(r.whole):
+        site = seg.segment.sites[site_id]
+        body += _render_load(r, site, kernel.node(site.node), seg.widths[site_id], seg.lanes, "0")
+    chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)
-        site = replace(site, operands=tuple(names.get(o, o) for o in site.operands))
         if isinstance(node, (ir.Slice, ir.Broadcast)):  # views: their operand's registers hold their value
-            names[site.id] = site.operands[0]
+            r.names[site.id] = r.names.get(site.operands[0], site.operands[0])
+        elif site.id in r.whole:
+            continue
+        elif site.id in reuses:
+            chunk += _render_reuse(r, site, reuses[site.id].source, reuses[site.id].shift)
         elif isinstance(node, ir.Input):
-            body += _render_input(r, site, node, width)
+            chunk += _render_load(r, site, node, width, seg.chunk, "c")
         else:
-            body += _RENDERERS[type(node)](r, site, node)
+            chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
-        store = replace(store, site=names.get(store.site, store.site))
-        body += _render_store(r, store, width)
+        chunk += _render_store(r, store, width)
+    body += ["#pragma unroll", f"for (int c = 0; c < {seg.lanes}; c += {seg.chunk}) {{"]
+    body += ["  " + line for line in chunk] + ["}"]
     head = f"PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group) {{"
     return [head, *("  " + line for line in body), "}", ""]
 

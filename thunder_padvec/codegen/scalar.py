@@ -21,6 +21,7 @@ CTYPE = {
     ir.DType.bool: "bool",
 }
 
+PACK_PAIR = {ir.DType.bfloat16: "padvec_pack_bf16x2", ir.DType.float16: "padvec_pack_halfx2"}
 _SIXTEEN_BIT = {ir.DType.float16: "padvec_half_from_float", ir.DType.bfloat16: "padvec_bf16_from_float"}
 _FLOAT32_BITS = {math.inf: "0x7f800000u", -math.inf: "0xff800000u"}
 

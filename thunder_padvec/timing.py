@@ -28,6 +28,18 @@ def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5, flus
     return statistics.median(times)
 
 
+def graph_median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 3) -> float:
+    """Median milliseconds of one replay of a CUDA graph of ``fn()``, the L2 flushed before each:
+    the device time of its kernels without the host's per-call overhead."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return median_ms(graph.replay, repeats=repeats, warmup=1)
+
+
 def copy_roofline_ms(nbytes: int, **kwargs) -> float:
     """A device-to-device copy that reads and writes ``nbytes`` in all (``nbytes / 2`` each way)."""
     src = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")

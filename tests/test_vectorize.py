@@ -70,11 +70,11 @@ def test_input_used_by_pad_and_relu_is_loaded_once(emulated, generator):
 
 
 @pytest.mark.parametrize(
-    "dtype, vector, half, shifted",
-    [(torch.bfloat16, 8, 4, "registers"), (torch.float16, 8, 4, "registers"), (torch.float32, 4, 4, "direct")],
+    "dtype, vector, half",
+    [(torch.bfloat16, 8, 4), (torch.float16, 8, 4), (torch.float32, 4, 4)],
     ids=["bf16", "fp16", "fp32"],
 )
-def test_seed_rope_widths(emulated, generator, dtype, vector, half, shifted):
+def test_seed_rope_widths(emulated, generator, dtype, vector, half):
     x = randn(2, 2, 16, 32, dtype=dtype, generator=generator)
     cos, sin = randn(16, 8, dtype=dtype, generator=generator), randn(16, 8, dtype=dtype, generator=generator)
     jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
@@ -83,11 +83,9 @@ def test_seed_rope_widths(emulated, generator, dtype, vector, half, shifted):
     w = report.widths
     assert (w["x"], w["cos"], w["sin"], w["x1"], w["x2"]) == (vector, vector, vector, half, half), str(report)
     assert _store_widths(report) == [vector]
-    # Two threads share a row of 32, in chunks of one vector. In 16-bit types the rotated halves lie
-    # in one thread's chunk and come from the registers of its load; in float32 they are two chunks,
-    # one per thread, so each half is a shifted load of the other thread's chunk.
+    # A thread owns a whole row of 32: the rotated halves come from the registers of the row's load.
     kinds = sorted((a.access, a.width) for a in _input_accesses(report, "x"))
-    assert kinds == sorted([("cached", vector), (shifted, half), (shifted, half)])
+    assert kinds == [("cached", vector), ("registers", half), ("registers", half)]
 
 
 def test_misaligned_view_gets_a_narrower_variant(emulated, generator):

@@ -1,8 +1,7 @@
 """Launch parameters: how the threads of one launch cover the segments of a vector plan.
 
-Each group of ``sharers`` consecutive threads owns ``lanes`` consecutive reference elements of
-its segment. The segments share one 1-D grid: segment ``s`` takes blocks
-``[first_block, first_block + blocks)``.
+Each thread owns one group of ``lanes`` consecutive reference elements of its segment. The
+segments share one 1-D grid: segment ``s`` takes blocks ``[first_block, first_block + blocks)``.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ class Tuning:
     """Knobs of the kernels' shape, for experiments: changes apply to specializations built afterwards."""
 
     block: int = 256
-    max_row_bytes: int = 512  # threads own whole rows up to this size (see vectorize.plan)
-    max_sharers: int = 2  # threads sharing a row
+    max_row_bytes: int = 512  # a thread owns whole rows up to this size (see vectorize.plan)
 
 
 TUNING = Tuning()
@@ -31,8 +29,7 @@ TUNING = Tuning()
 class SegmentLaunch:
     first_block: int
     blocks: int
-    groups: int  # lane groups
-    sharers: int  # threads per group
+    groups: int  # lane groups, one per thread
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     segments, first = [], 0
     for seg in plan.segments:
         groups = math.prod(seg.segment.shape) // seg.lanes
-        blocks = -(-groups * seg.sharers // block)
-        segments.append(SegmentLaunch(first, blocks, groups, seg.sharers))
+        blocks = -(-groups // block)
+        segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan))

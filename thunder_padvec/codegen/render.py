@@ -1,9 +1,7 @@
 """Renders a vector plan and its launch parameters as one CUDA C++ kernel.
 
-A group of ``sharers`` threads owns ``lanes`` reference elements; thread ``P`` (a template
-parameter, so that every lane's coordinate is a compile-time constant) walks chunks ``P,
-P + sharers, ...`` of ``chunk`` lanes. Input sites that other sites read shifted within the row
-are loaded up front (``T s<id>[lanes]``, the thread's chunks of it);
+A thread owns ``lanes`` reference elements and walks them in chunks of ``chunk`` lanes. Input
+sites that other sites read shifted within the row are loaded up front, whole (``T s<id>[lanes]``);
 every other site is a chunk-local register array (``T s<id>[chunk]``) filled by a small render
 function for its kind of node, one chunk at a time, followed by the chunk's stores. Inside the
 lane loops ``j`` is the lane within the chunk and ``l`` the lane within the thread. Slices and
@@ -76,21 +74,11 @@ class _Segment:
         return " && ".join(terms) or "true"
 
 
-def _loop(size: int, step: int, body: list[str]) -> list[str]:
+def _loop(size: int, step: int, body: list[str], lane_base: str = "c") -> list[str]:
     return [
         "#pragma unroll",
         f"for (int j = 0; j < {size}; j += {step}) {{",
-        "  const int l = c + j;",
-        *("  " + line for line in body),
-        "}",
-    ]
-
-
-def _chunks(seg: SegmentPlan, body: list[str]) -> list[str]:
-    """The thread's chunks: ``c`` is the lane where each starts."""
-    return [
-        "#pragma unroll",
-        f"for (int c = P * {seg.chunk}; c < {seg.lanes}; c += {seg.sharers * seg.chunk}) {{",
+        f"  const int l = {lane_base} + j;",
         *("  " + line for line in body),
         "}",
     ]
@@ -110,8 +98,7 @@ def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
-    """Loads the chunk's lanes (or, for a whole site, its lanes of every chunk, declared up front)."""
+def _render_load(r: _Segment, site: Site, node: ir.Input, width: int, size: int, lane_base: str) -> list[str]:
     layout = r.plan.layouts[node.index]
     terms = []
     for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
@@ -120,12 +107,9 @@ def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[st
             terms.append(f"({coord}) * {stride}")
     address = f"args.in{node.index} + ({' + '.join(terms) or '0'})"
     guard = r.box_guard(site.box)
-    reg = r.reg(site.id)
-    load = f"padvec_load<{width}>(&{reg}, {address});"
-    body = _loop(r.seg.chunk, width, [load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&{reg});"])
-    if site.id in r.whole:
-        return [_declare(r, site, r.seg.lanes), *_chunks(r.seg, body)]
-    return [_declare(r, site, r.seg.chunk), *body]
+    load = f"padvec_load<{width}>(&s{site.id}[j], {address});"
+    body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[j]);"
+    return [_declare(r, site, size), *_loop(size, width, [body], lane_base)]
 
 
 def _render_reuse(r: _Segment, site: Site, source: int, shift: int) -> list[str]:
@@ -260,7 +244,7 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
     body = _coordinates(seg)
     for site_id in sorted(r.whole):
         site = seg.segment.sites[site_id]
-        body += _render_load(r, site, kernel.node(site.node), seg.widths[site_id])
+        body += _render_load(r, site, kernel.node(site.node), seg.widths[site_id], seg.lanes, "0")
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)
@@ -271,13 +255,14 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
         elif site.id in reuses:
             chunk += _render_reuse(r, site, reuses[site.id].source, reuses[site.id].shift)
         elif isinstance(node, ir.Input):
-            chunk += _render_load(r, site, node, width)
+            chunk += _render_load(r, site, node, width, seg.chunk, "c")
         else:
             chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
         chunk += _render_store(r, store, width)
-    body += _chunks(seg, chunk)
-    head = f"template <int P> PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group) {{"
+    body += ["#pragma unroll", f"for (int c = 0; c < {seg.lanes}; c += {seg.chunk}) {{"]
+    body += ["  " + line for line in chunk] + ["}"]
+    head = f"PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group) {{"
     return [head, *("  " + line for line in body), "}", ""]
 
 
@@ -299,13 +284,9 @@ def _entry(params: LaunchParams) -> list[str]:
         keyword = "if" if i == 0 else "} else if"
         lines += [
             f"  {keyword} (block < {seg.first_block + seg.blocks}u) {{",
-            f"    const {IDX} thread = ({IDX})(block - {seg.first_block}u) * {params.block} + threadIdx.x;",
-            f"    const {IDX} group = thread / {seg.sharers};",
-            f"    if (group >= {seg.groups}) return;",
+            f"    const {IDX} group = ({IDX})(block - {seg.first_block}u) * {params.block} + threadIdx.x;",
+            f"    if (group < {seg.groups}) padvec_segment{i}(args, group);",
         ]
-        for p in reversed(range(seg.sharers)):
-            call = f"padvec_segment{i}<{p}>(args, group);"
-            lines.append(f"    {call}" if p == 0 else f"    if (thread % {seg.sharers} == {p}) {{ {call} return; }}")
     if params.segments:
         lines.append("  }")
     return [*lines, "}"]

@@ -1,14 +1,12 @@
 """The layout-dependent half of the analysis: lanes per thread, vector widths, register reuse.
 
-Lanes. A group of ``sharers`` threads owns ``lanes`` consecutive reference elements, in chunks
-of ``chunk`` lanes (one 16-byte vector of the narrowest output); thread ``p`` of the group takes
-chunks ``p, p + sharers, ...``. Where a row (the innermost dim) is at most ``max_row_bytes``, a
-group owns one whole row: every coordinate along the row is then a compile-time constant (the
-kernel body is specialized per ``p``), so the selects of pads and cats on that dim fold away, and
-a shifted read of an input within the row (``cat(-x2, x1)`` of halves of ``x``) comes from the
-registers of the thread's own load instead of memory. Two sharers make each warp's 16-byte
-accesses fill whole 32-byte sectors, which one thread per row, striding by rows, does not.
-Otherwise a thread owns one 16-byte vector of the reference (lanes may then span short rows).
+Lanes. A thread owns ``lanes`` consecutive reference elements, handled in chunks of ``chunk``
+lanes (one 16-byte vector of the narrowest output). Where a row (the innermost dim) is at most
+``max_row_bytes``, a thread owns one whole row: every coordinate along the row is then a
+compile-time constant, so the selects of pads and cats on that dim fold away, and a shifted
+read of an input within the row (``cat(-x2, x1)`` of halves of ``x``) comes from the registers
+of the row's own load instead of memory. Otherwise a thread owns one 16-byte vector of the
+reference (lanes may then span several short rows).
 
 Widths. A site's width is the largest power of two that divides its contiguous inner run, is at
 most 16 bytes and at most a chunk, and for inputs divides the pointer's alignment and every
@@ -17,7 +15,7 @@ stride outside the run (in elements).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .. import ir
 from .projection import Frontier, Projection, Segment, Site, inner_run, lane_capacity, pow2_factor
@@ -46,9 +44,8 @@ class Reuse:
 @dataclass(frozen=True)
 class SegmentPlan:
     segment: Segment
-    lanes: int  # consecutive reference elements a group of threads owns
+    lanes: int  # consecutive reference elements a thread owns
     chunk: int  # lanes handled together; every width divides it
-    sharers: int  # threads of a group; thread p takes chunks p, p + sharers, ...
     widths: tuple[int, ...]  # per site: the load width of inputs, the projected width of other nodes
     store_widths: tuple[int, ...]  # per store
     reuses: tuple[Reuse, ...]
@@ -56,10 +53,6 @@ class SegmentPlan:
     @property
     def whole_rows(self) -> bool:
         return bool(self.segment.shape) and self.lanes == self.segment.shape[-1]
-
-    def owner(self, lane: int) -> int:
-        """Which thread of a group handles ``lane``."""
-        return (lane // self.chunk) % self.sharers
 
     def reuse_of(self, site_id: int) -> Reuse | None:
         return next((r for r in self.reuses if r.site == site_id), None)
@@ -103,16 +96,14 @@ def width_of(node: ir.Node, frontier: Frontier, chunk: int, layout: Layout | Non
     return max(width, 1)
 
 
-def choose_lanes(shape: tuple[int, ...], store_itemsizes: list[int], max_row_bytes: int,
-                 max_sharers: int) -> tuple[int, int, int]:
-    """``(lanes, chunk, sharers)`` for a segment of this reference shape."""
+def choose_lanes(shape: tuple[int, ...], store_itemsizes: list[int], max_row_bytes: int) -> tuple[int, int]:
+    """``(lanes, chunk)`` for a segment of this reference shape."""
     chunk = MAX_VECTOR_BYTES // min(store_itemsizes)
     row = shape[-1] if shape else 1
     if shape and chunk <= row and row * max(store_itemsizes) <= max_row_bytes:
-        chunk = min(chunk, pow2_factor(row))
-        return row, chunk, max(1, min(max_sharers, row // chunk))
+        return row, min(chunk, pow2_factor(row))
     lanes = min(lane_capacity(shape), chunk)
-    return lanes, lanes, 1
+    return lanes, lanes
 
 
 def _same_but_last(a: Site, b: Site, last: int) -> int | None:
@@ -128,7 +119,7 @@ def _same_but_last(a: Site, b: Site, last: int) -> int | None:
     return shift
 
 
-def _reuse(site: Site, source: Site, seg: SegmentPlan) -> Reuse | None:
+def _reuse(site: Site, source: Site, lanes: int) -> Reuse | None:
     last = len(site.box) - 1
     shift = _same_but_last(site, source, last)
     if shift is None:
@@ -136,13 +127,11 @@ def _reuse(site: Site, source: Site, seg: SegmentPlan) -> Reuse | None:
     for d, ((lo, hi), (src_lo, src_hi)) in enumerate(zip(site.box, source.box)):
         if d != last and not (src_lo <= lo and hi <= src_hi):
             return None
-    lo, hi = max(site.box[last][0], 0), min(site.box[last][1], seg.lanes)
-    src_lo, src_hi = max(source.box[last][0], 0), min(source.box[last][1], seg.lanes)
-    if not (src_lo <= lo + shift and hi + shift <= src_hi):
-        return None
-    if any(seg.owner(lane) != seg.owner(lane + shift) for lane in range(lo, hi)):
-        return None  # the lanes it needs are another thread's
-    return Reuse(site.id, source.id, shift)
+    lo, hi = max(site.box[last][0], 0), min(site.box[last][1], lanes)
+    src_lo, src_hi = max(source.box[last][0], 0), min(source.box[last][1], lanes)
+    if src_lo <= lo + shift and hi + shift <= src_hi:
+        return Reuse(site.id, source.id, shift)
+    return None
 
 
 def _reuses(kernel: ir.Kernel, seg: SegmentPlan) -> tuple[Reuse, ...]:
@@ -156,7 +145,7 @@ def _reuses(kernel: ir.Kernel, seg: SegmentPlan) -> tuple[Reuse, ...]:
         for source in sources:
             if source.node != site.node or source.id == site.id or source.id in served:
                 continue
-            reuse = _reuse(site, source, seg)
+            reuse = _reuse(site, source, seg.lanes)
             if reuse is not None:
                 found.append(reuse)
                 served.add(site.id)
@@ -165,14 +154,13 @@ def _reuses(kernel: ir.Kernel, seg: SegmentPlan) -> tuple[Reuse, ...]:
 
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
-         max_row_bytes: int = MAX_ROW_BYTES, max_sharers: int = 2) -> VectorPlan:
+         max_row_bytes: int = MAX_ROW_BYTES) -> VectorPlan:
     kernel = projection.kernel
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
     segment_plans = []
     for segment in projection.segments:
         outputs = [kernel.node(s.output) for s in segment.stores]
-        itemsizes = [o.type.dtype.itemsize for o in outputs]
-        lanes, chunk, sharers = choose_lanes(segment.shape, itemsizes, max_row_bytes, max_sharers)
+        lanes, chunk = choose_lanes(segment.shape, [o.type.dtype.itemsize for o in outputs], max_row_bytes)
         widths = tuple(
             width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites
         )
@@ -181,6 +169,6 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
                      Layout(contiguous_strides(node.type.shape), output_alignments[store.output_index]))
             for node, store in zip(outputs, segment.stores)
         )
-        seg = SegmentPlan(segment, lanes, chunk, sharers, widths, store_widths, ())
-        segment_plans.append(replace(seg, reuses=_reuses(kernel, seg)))
+        seg = SegmentPlan(segment, lanes, chunk, widths, store_widths, ())
+        segment_plans.append(SegmentPlan(segment, lanes, chunk, widths, store_widths, _reuses(kernel, seg)))
     return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans))

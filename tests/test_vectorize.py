@@ -18,7 +18,8 @@ def _report(jitted):
 
 
 def _store_widths(report):
-    return [a.width for a in report.accesses if a.access == "store"]
+    """Widths of the global writes of the outputs: stores, or the copies of staged rows."""
+    return [a.width for a in report.accesses if a.role == "output"]
 
 
 def _input_accesses(report, name):
@@ -82,10 +83,12 @@ def test_seed_rope_widths(emulated, generator, dtype, vector, half):
     report = _report(jitted)
     w = report.widths
     assert (w["x"], w["cos"], w["sin"], w["x1"], w["x2"]) == (vector, vector, vector, half, half), str(report)
-    assert _store_widths(report) == [vector]
-    # A thread owns a whole row of 32: the rotated halves come from the registers of the row's load.
+    (out,) = [a for a in report.accesses if a.role == "output"]
+    assert (out.access, out.width) == ("staged", vector)
+    # A thread owns a whole row: x's rows are copied to shared memory once, in 16-byte vectors, and
+    # its aligned and shifted uses read them there.
     kinds = sorted((a.access, a.width) for a in _input_accesses(report, "x"))
-    assert kinds == [("cached", vector), ("registers", half), ("registers", half)]
+    assert kinds == sorted([("staged", vector), ("shared", vector), ("shared", half), ("shared", half)])
 
 
 def test_misaligned_view_gets_a_narrower_variant(emulated, generator):

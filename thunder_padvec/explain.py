@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ir
-from .fusion import PadvecFusion, Specialization
+from .fusion import Fallback, PadvecFusion, Specialization
 from .schedule import LaunchParams
 from .vectorize import Frontier
 
@@ -21,8 +21,9 @@ class Access:
     via: str  # the resize node on the way from an output, for inputs
     projected_extent: int  # the contiguous inner elements the analysis projected onto it
     width: int  # elements per vector access
-    access: str  # "cached" (one load shared by the aligned uses), "direct" (a shifted load), "registers" (a
-    #              shifted read served by the row's own load), "store", or "-" for resize nodes
+    access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
+    #              "staged": rows copied between global and shared memory, coalesced (an input's one read,
+    #              an output's one write); "shared": a read of a staged row; "store"; "-" for resize nodes
 
 
 @dataclass
@@ -40,7 +41,7 @@ class FusionReport:
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
         if self.launch is None:
-            return head[0] + "\n  (not run yet)"
+            return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
         head.append(f"  source: {self.source_path}")
         cols = ("tensor", "role", "via", "projected", "width", "access")
@@ -60,35 +61,41 @@ def _extent(frontier: Frontier) -> int:
 def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
     rows = []
     for seg in spec.plan.segments:
+        for staging in seg.staged:
+            role = "output" if staging.output else "input"
+            rows.append(Access(staging.tensor, role, "", staging.cols, staging.width, "staged"))
         for site, width in zip(seg.segment.sites, seg.widths):
             node = kernel.node(site.node)
             if isinstance(node, ir.Input):
-                kind = "registers" if seg.reuse_of(site.id) else "cached" if site.aligned else "direct"
+                kind = "shared" if seg.staging(node.name) else "cached" if site.aligned else "direct"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()
                 rows.append(Access(node.name, role, "", _extent(site.frontier), width, "-"))
         for store, width in zip(seg.segment.stores, seg.store_widths):
-            rows.append(Access(store.output, "output", "", _extent(store.frontier), width, "store"))
+            if not seg.staging(store.output, output=True):
+                rows.append(Access(store.output, "output", "", _extent(store.frontier), width, "store"))
     return rows
 
 
 def _widths(accesses: list[Access]) -> dict[str, int]:
-    """Per tensor: an input's cached load where it has one, else its narrowest access."""
+    """Per tensor: the global access that serves its aligned uses (a cached load, a staged copy)
+    where it has one, else its narrowest access."""
     narrowest: dict[str, int] = {}
-    cached: dict[str, int] = {}
+    serving: dict[str, int] = {}
     for a in accesses:
         narrowest[a.tensor] = min(narrowest.get(a.tensor, a.width), a.width)
-        if a.access == "cached":
-            cached[a.tensor] = min(cached.get(a.tensor, a.width), a.width)
-    return {**narrowest, **cached}
+        if a.access in ("cached", "staged"):
+            serving[a.tensor] = min(serving.get(a.tensor, a.width), a.width)
+    return {**narrowest, **serving}
 
 
 def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     spec = fusion.last
     ops = [b.sym.name for b in bsym.subsymbols]
-    if spec is None:
-        return FusionReport(fusion.name, trace, ops, [], None, "", None, fusion.kernel)
+    if spec is None or isinstance(spec, Fallback):
+        note = "" if spec is None else f"runs in PyTorch: {spec.error}"
+        return FusionReport(fusion.name, trace, ops, [], None, note, None, fusion.kernel)
     accesses = _accesses(fusion.kernel, spec)
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses)

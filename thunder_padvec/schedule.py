@@ -2,6 +2,8 @@
 
 Each thread owns one group of ``lanes`` consecutive reference elements of its segment. The
 segments share one 1-D grid: segment ``s`` takes blocks ``[first_block, first_block + blocks)``.
+Where rows are staged through shared memory, a block has as many warps as the static shared
+memory of a block holds tiles of (at most ``block / 32``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from .vectorize import VectorPlan
+from .vectorize.plan import SMEM_BYTES_PER_BLOCK, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 
@@ -38,10 +41,12 @@ class LaunchParams:
     grid: int
     segments: tuple[SegmentLaunch, ...]
     index_bits: int  # 32 or 64
+    smem_bytes: int = 0  # static shared memory of a block
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
-        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices ({parts})"
+        smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
+        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem} ({parts})"
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
@@ -61,10 +66,13 @@ def index_bits(plan: VectorPlan) -> int:
 
 def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     block = block or TUNING.block
+    per_warp = max((seg.smem_per_warp for seg in plan.segments), default=0)
+    if per_warp:
+        block = WARP * max(1, min(block // WARP, SMEM_BYTES_PER_BLOCK // per_warp))
     segments, first = [], 0
     for seg in plan.segments:
         groups = math.prod(seg.segment.shape) // seg.lanes
         blocks = -(-groups // block)
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
-    return LaunchParams(block, first, tuple(segments), index_bits(plan))
+    return LaunchParams(block, first, tuple(segments), index_bits(plan), per_warp * (block // WARP))

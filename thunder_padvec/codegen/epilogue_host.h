@@ -1,13 +1,18 @@
 
-// thunder_padvec host launcher: the blocks and threads of a launch, in order.
+// thunder_padvec host launcher: the blocks of a launch in order; in each, every thread runs a
+// phase before any thread starts the next, as the barriers between phases guarantee on the GPU.
+alignas(16) static thread_local unsigned char padvec_host_smem[PADVEC_SMEM_BYTES];
+
 extern "C" void padvec_launch(const padvec_args* args, unsigned int grid, unsigned int block) {
   gridDim = {grid, 1, 1};
   blockDim = {block, 1, 1};
   for (unsigned int b = 0; b < grid; ++b) {
-    for (unsigned int t = 0; t < block; ++t) {
-      blockIdx = {b, 0, 0};
-      threadIdx = {t, 0, 0};
-      padvec_kernel(*args);
+    for (int phase = 0; phase < 3; ++phase) {
+      for (unsigned int t = 0; t < block; ++t) {
+        blockIdx = {b, 0, 0};
+        threadIdx = {t, 0, 0};
+        padvec_run(phase, *args, padvec_host_smem);
+      }
     }
   }
 }

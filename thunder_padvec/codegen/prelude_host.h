@@ -12,6 +12,8 @@ using std::signbit;
 #define __forceinline__
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
+#define __shared__
+#define __syncwarp()
 
 struct padvec_dim3 { unsigned int x, y, z; };
 static thread_local padvec_dim3 threadIdx, blockIdx, blockDim, gridDim;

@@ -1,22 +1,25 @@
 """Renders a vector plan and its launch parameters as one CUDA C++ kernel.
 
-A thread owns ``lanes`` reference elements and walks them in chunks of ``chunk`` lanes. Input
-sites that other sites read shifted within the row are loaded up front, whole (``T s<id>[lanes]``);
-every other site is a chunk-local register array (``T s<id>[chunk]``) filled by a small render
-function for its kind of node, one chunk at a time, followed by the chunk's stores. Inside the
-lane loops ``j`` is the lane within the chunk and ``l`` the lane within the thread. Slices and
-broadcasts only move indices, so they emit no code. The source names nothing from the trace, so
-structurally equal regions share binaries.
+A thread owns ``lanes`` reference elements and walks them in chunks of ``chunk`` lanes. Every site
+is a chunk-local register array (``T s<id>[chunk]``) filled by a small render function for its
+kind of node; inside the lane loops ``j`` is the lane within the chunk and ``l`` the lane within
+the thread. Slices and broadcasts only move indices, so they emit no code.
+
+The kernel runs in three phases separated by ``__syncwarp()``: staged inputs are copied into
+shared memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are copied
+out (2). ``padvec_run(phase, ...)`` holds each phase's work, so that the host emulator can run
+the phases one after another for every thread of a block. The source names nothing from the
+trace, so structurally equal regions share binaries.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .. import ir
 from ..schedule import LaunchParams
-from ..vectorize import SegmentPlan, Site, Store, VectorPlan
+from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
 from . import scalar
 
 IDX = "padvec_idx"
@@ -28,8 +31,7 @@ class _Segment:
 
     plan: VectorPlan
     seg: SegmentPlan
-    whole: set  # site ids held for all lanes (read shifted by other sites)
-    names: dict  # site id -> id of the site whose registers hold its value (views)
+    names: dict = field(default_factory=dict)  # site id -> id of the site whose registers hold its value
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -41,32 +43,31 @@ class _Segment:
     def dtype(self, site_id: int) -> ir.DType:
         return self.plan.kernel.node(self.site(site_id).node).type.dtype
 
-    def reg(self, site_id: int, j: str = "j", l: str = "l") -> str:
-        """The register of ``site_id`` at the lane ``j`` of the chunk (``l`` of the thread)."""
-        site_id = self.names.get(site_id, site_id)
-        return f"s{site_id}[{l if site_id in self.whole else j}]"
+    def reg(self, site_id: int, j: str = "j") -> str:
+        """The register of ``site_id`` at lane ``j`` of the chunk."""
+        return f"s{self.names.get(site_id, site_id)}[{j}]"
 
-    def lane_coord(self, ref_dim: int, l: str = "l") -> str:
+    def lane_coord(self, ref_dim: int) -> str:
         """The reference coordinate along ``ref_dim`` of lane ``l`` of this thread."""
         inner = math.prod(self.shape[ref_dim + 1:])
         if inner >= self.seg.lanes:
             return f"c{ref_dim}"
-        step = l if inner == 1 else f"({l} / {inner})"
+        step = "l" if inner == 1 else f"(l / {inner})"
         if self.seg.lanes // inner > self.shape[ref_dim]:
-            step = f"({step} % {self.shape[ref_dim]})"
+            step = f"(({step}) % {self.shape[ref_dim]})"
         return f"(c{ref_dim} + {step})"
 
-    def node_coord(self, site: Site, dim: int, l: str = "l") -> str | int:
+    def node_coord(self, site: Site, dim: int) -> str | int:
         """The node's coordinate along ``dim`` at lane ``l``; an int where it is constant."""
         ref, offset = site.index_map[dim]
         if ref is None:
             return offset
-        return self.lane_coord(ref, l) + (f" + {offset}" if offset else "")
+        return self.lane_coord(ref) + (f" + {offset}" if offset else "")
 
-    def box_guard(self, box, l: str = "l") -> str:
+    def box_guard(self, box) -> str:
         terms = []
         for ref_dim, (lo, hi) in enumerate(box):
-            coord = self.lane_coord(ref_dim, l)
+            coord = self.lane_coord(ref_dim)
             if lo > 0:
                 terms.append(f"{coord} >= {lo}")
             if hi < self.shape[ref_dim]:
@@ -74,23 +75,28 @@ class _Segment:
         return " && ".join(terms) or "true"
 
 
-def _loop(size: int, step: int, body: list[str], lane_base: str = "c") -> list[str]:
+def _loop(size: int, step: int, body: list[str]) -> list[str]:
     return [
         "#pragma unroll",
         f"for (int j = 0; j < {size}; j += {step}) {{",
-        f"  const int l = {lane_base} + j;",
+        "  const int l = c + j;",
         *("  " + line for line in body),
         "}",
     ]
 
 
-def _declare(r: _Segment, site: Site, size: int) -> str:
+def _declare(r: _Segment, site: Site) -> str:
     node = r.plan.kernel.node(site.node)
-    return f"alignas(16) {scalar.CTYPE[node.type.dtype]} s{site.id}[{size}];"
+    return f"alignas(16) {scalar.CTYPE[node.type.dtype]} s{site.id}[{r.seg.chunk}];"
 
 
 def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
-    return [_declare(r, site, r.seg.chunk), *_loop(r.seg.chunk, 1, [f"s{site.id}[j] = {value};"])]
+    return [_declare(r, site), *_loop(r.seg.chunk, 1, [f"s{site.id}[j] = {value};"])]
+
+
+def _staged_row(staging: Staging, kernel: ir.Kernel) -> str:
+    """The name of the thread's row of a staged tensor in shared memory."""
+    return f"{'so' if staging.output else 'si'}{staging.index}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,27 +104,25 @@ def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _render_load(r: _Segment, site: Site, node: ir.Input, width: int, size: int, lane_base: str) -> list[str]:
-    layout = r.plan.layouts[node.index]
-    terms = []
-    for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
-        coord = r.node_coord(site, dim)
-        if extent > 1 and stride and coord != 0:
-            terms.append(f"({coord}) * {stride}")
-    address = f"args.in{node.index} + ({' + '.join(terms) or '0'})"
-    guard = r.box_guard(site.box)
+def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
+    staging = r.seg.staging(node.name)
+    if staging is not None:  # the row is in shared memory; only the row's own bounds matter
+        column = r.node_coord(site, node.type.rank - 1)
+        address = f"{_staged_row(staging, r.plan.kernel)} + ({column} - {staging.col_lo})"
+        box = tuple((0, n) for n in r.shape[:-1]) + site.box[-1:]
+    else:
+        layout = r.plan.layouts[node.index]
+        terms = []
+        for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
+            coord = r.node_coord(site, dim)
+            if extent > 1 and stride and coord != 0:
+                terms.append(f"({coord}) * {stride}")
+        address = f"args.in{node.index} + ({' + '.join(terms) or '0'})"
+        box = site.box
+    guard = r.box_guard(box)
     load = f"padvec_load<{width}>(&s{site.id}[j], {address});"
     body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[j]);"
-    return [_declare(r, site, size), *_loop(size, width, [body], lane_base)]
-
-
-def _render_reuse(r: _Segment, site: Site, source: int, shift: int) -> list[str]:
-    """Lanes of an input read shifted within the row, taken from the row's registers."""
-    lanes = r.seg.lanes
-    src = f"s{source}[l + {shift}]" if shift else f"s{source}[l]"
-    node = r.plan.kernel.node(site.node)
-    value = f"(l + {shift} >= 0 && l + {shift} < {lanes}) ? {src} : {scalar.CTYPE[node.type.dtype]}{{}}"
-    return _per_lane(r, site, value)
+    return [_declare(r, site), *_loop(r.seg.chunk, width, [body])]
 
 
 def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[str]:
@@ -148,8 +152,8 @@ def _render_cast(r: _Segment, site: Site, node: ir.Cast) -> list[str]:
         return _per_lane(r, site, scalar.cast(r.reg(operand), source, target))
     # Two lanes at a time: one conversion instruction rounds a pair on the GPU.
     lo = scalar.to_compute(r.reg(operand), source, ir.DType.float32)
-    hi = scalar.to_compute(r.reg(operand, "j + 1", "l + 1"), source, ir.DType.float32)
-    return [_declare(r, site, r.seg.chunk), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
+    hi = scalar.to_compute(r.reg(operand, "j + 1"), source, ir.DType.float32)
+    return [_declare(r, site), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
 
 
 def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
@@ -190,8 +194,11 @@ def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
 def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     node = r.plan.kernel.node(store.output)
     shape = node.type.shape
-    if shape == r.shape and not any(store.offsets):
-        address = "base + l"
+    staging = r.seg.staging(store.output, output=True)
+    if staging is not None:
+        destination = f"{_staged_row(staging, r.plan.kernel)} + l"
+    elif shape == r.shape and not any(store.offsets):
+        destination = f"args.out{store.output_index} + (base + l)"
     else:
         strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
         terms = [
@@ -199,9 +206,9 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
             for d, (p, stride, size) in enumerate(zip(store.offsets, strides, shape))
             if size > 1
         ]
-        address = " + ".join(terms) or "0"
+        destination = f"args.out{store.output_index} + ({' + '.join(terms) or '0'})"
     guard = r.box_guard(store.box)
-    write = f"padvec_store<{width}>(args.out{store.output_index} + ({address}), &{r.reg(store.site)});"
+    write = f"padvec_store<{width}>({destination}, &{r.reg(store.site)});"
     return _loop(r.seg.chunk, width, [write if guard == "true" else f"if ({guard}) {write}"])
 
 
@@ -237,32 +244,60 @@ def _coordinates(seg: SegmentPlan) -> list[str]:
     return lines
 
 
+def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
+    lines = []
+    for s in seg.staged:
+        ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
+        qualifier = "" if s.output else "const "
+        lines.append(f"{qualifier}{ctype}* {_staged_row(s, kernel)} = reinterpret_cast<{qualifier}{ctype}*>("
+                     f"smem + {s.smem_offset} + lane * {s.pitch});")
+    return lines
+
+
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]:
     kernel = plan.kernel
-    reuses = {reuse.site: reuse for reuse in seg.reuses}
-    r = _Segment(plan, seg, {reuse.source for reuse in seg.reuses}, {})
-    body = _coordinates(seg)
-    for site_id in sorted(r.whole):
-        site = seg.segment.sites[site_id]
-        body += _render_load(r, site, kernel.node(site.node), seg.widths[site_id], seg.lanes, "0")
+    r = _Segment(plan, seg)
+    body = _coordinates(seg) + _staged_rows(seg, kernel)
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)
+        site = replace(site, operands=tuple(r.names.get(o, o) for o in site.operands))
         if isinstance(node, (ir.Slice, ir.Broadcast)):  # views: their operand's registers hold their value
-            r.names[site.id] = r.names.get(site.operands[0], site.operands[0])
-        elif site.id in r.whole:
-            continue
-        elif site.id in reuses:
-            chunk += _render_reuse(r, site, reuses[site.id].source, reuses[site.id].shift)
+            r.names[site.id] = site.operands[0]
         elif isinstance(node, ir.Input):
-            chunk += _render_load(r, site, node, width, seg.chunk, "c")
+            chunk += _render_load(r, site, node, width)
         else:
             chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
         chunk += _render_store(r, store, width)
     body += ["#pragma unroll", f"for (int c = 0; c < {seg.lanes}; c += {seg.chunk}) {{"]
     body += ["  " + line for line in chunk] + ["}"]
-    head = f"PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group) {{"
+    head = (f"PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group, "
+            f"unsigned char* smem, const int lane) {{")
+    return [head, *("  " + line for line in body), "}", ""]
+
+
+def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool) -> list[str]:
+    """Copies the warp's tile of staged rows in (phase 0) or out (phase 2), consecutive threads on
+    consecutive vectors."""
+    name = f"padvec_stage_{'out' if output else 'in'}{index}"
+    body = []
+    for s in (s for s in seg.staged if s.output == output):
+        ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
+        per_row = s.cols // s.width
+        smem = f"reinterpret_cast<{ctype}*>(smem + {s.smem_offset} + row * {s.pitch}) + vec * {s.width}"
+        memory = f"args.{'out' if output else 'in'}{s.index} + ({s.base} + (first_row + row) * {s.row_stride} " \
+                 f"+ vec * {s.width})"
+        copy = (f"padvec_store<{s.width}>({memory}, {smem});" if output else
+                f"padvec_load<{s.width}>({smem}, {memory});")
+        body += [
+            f"for (int q = lane; q < rows * {per_row}; q += 32) {{",
+            f"  const int row = q / {per_row}, vec = q % {per_row};",
+            f"  {copy}",
+            "}",
+        ]
+    head = f"PADVEC_FN void {name}(const padvec_args& args, const {IDX} first_row, const int rows, " \
+           f"unsigned char* smem, const int lane) {{"
     return [head, *("  " + line for line in body), "}", ""]
 
 
@@ -275,29 +310,63 @@ def _args_struct(kernel: ir.Kernel) -> list[str]:
     return [*lines, "};", ""]
 
 
-def _entry(params: LaunchParams) -> list[str]:
+def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     lines = [
-        f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{",
+        "PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char* smem) {",
         "  const unsigned int block = blockIdx.x;",
+        "  const int lane = threadIdx.x % 32;",
     ]
-    for i, seg in enumerate(params.segments):
+    for i, (seg, launch) in enumerate(zip(plan.segments, params.segments)):
         keyword = "if" if i == 0 else "} else if"
         lines += [
-            f"  {keyword} (block < {seg.first_block + seg.blocks}u) {{",
-            f"    const {IDX} group = ({IDX})(block - {seg.first_block}u) * {params.block} + threadIdx.x;",
-            f"    if (group < {seg.groups}) padvec_segment{i}(args, group);",
+            f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{",
+            f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {params.block} + threadIdx.x;",
         ]
+        if seg.staged:
+            lines += [
+                f"    unsigned char* warp_smem = smem + (threadIdx.x / 32) * {seg.smem_per_warp};",
+                f"    const {IDX} first_row = group - lane;",
+                f"    const int rows = first_row >= {launch.groups} ? 0 : "
+                f"({launch.groups} - first_row < 32 ? (int)({launch.groups} - first_row) : 32);",
+                f"    if (phase == 0) padvec_stage_in{i}(args, first_row, rows, warp_smem, lane);",
+                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}(args, group, warp_smem, lane);",
+                f"    if (phase == 2) padvec_stage_out{i}(args, first_row, rows, warp_smem, lane);",
+            ]
+        else:
+            lines.append(f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}(args, group, smem, lane);")
     if params.segments:
         lines.append("  }")
-    return [*lines, "}"]
+    return [*lines, "}", ""]
+
+
+def _entry(params: LaunchParams) -> list[str]:
+    smem = max(params.smem_bytes, 16)
+    return [
+        f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{",
+        f"  alignas(16) __shared__ unsigned char smem[{smem}];",
+        "  padvec_run(0, args, smem);",
+        "  __syncwarp();",
+        "  padvec_run(1, args, smem);",
+        "  __syncwarp();",
+        "  padvec_run(2, args, smem);",
+        "}",
+    ]
 
 
 def render(plan: VectorPlan, params: LaunchParams) -> str:
     """The kernel's source, without a prelude."""
     kernel = plan.kernel
-    lines = [f"typedef {'int' if params.index_bits == 32 else 'long long'} {IDX};", ""]
+    lines = [
+        f"typedef {'int' if params.index_bits == 32 else 'long long'} {IDX};",
+        f"#define PADVEC_SMEM_BYTES {max(params.smem_bytes, 16)}",
+        "",
+    ]
     lines += _args_struct(kernel)
     for i, seg in enumerate(plan.segments):
         lines += _render_segment(i, plan, seg)
+        if seg.staged:
+            lines += _render_staging(i, seg, kernel, output=False)
+            lines += _render_staging(i, seg, kernel, output=True)
+    lines += _dispatch(plan, params)
     lines += _entry(params)
     return "\n".join(lines) + "\n"

@@ -1,20 +1,27 @@
-"""The layout-dependent half of the analysis: lanes per thread, vector widths, register reuse.
+"""The layout-dependent half of the analysis: lanes per thread, vector widths, staging.
 
-Lanes. A thread owns ``lanes`` consecutive reference elements, handled in chunks of ``chunk``
-lanes (one 16-byte vector of the narrowest output). Where a row (the innermost dim) is at most
-``max_row_bytes``, a thread owns one whole row: every coordinate along the row is then a
-compile-time constant, so the selects of pads and cats on that dim fold away, and a shifted
-read of an input within the row (``cat(-x2, x1)`` of halves of ``x``) comes from the registers
-of the row's own load instead of memory. Otherwise a thread owns one 16-byte vector of the
-reference (lanes may then span several short rows).
+Lanes. By default a thread owns one 16-byte vector of the reference (``lanes`` elements, which
+may span short rows), and pads and cats select lane by lane at run time. Where the program
+resizes the innermost dim (a RoPE's halves and pieces) and a row is at most ``max_row_bytes``,
+a thread owns a whole row instead, walked in chunks of one 16-byte vector: every coordinate
+along the row is then a compile-time constant, so the selects fold away and each chunk runs only
+its own piece's arithmetic.
+
+Staging. One thread per row would make each warp access memory at a stride of one row. So in
+row mode the rows of a warp move between global and shared memory a tile at a time, with
+consecutive threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly
+spaced in memory are copied in before the arithmetic, outputs copied out after it, and every
+read of a staged input, shifted along the row or not, comes from shared memory. The input is
+read from global memory once.
 
 Widths. A site's width is the largest power of two that divides its contiguous inner run, is at
-most 16 bytes and at most a chunk, and for inputs divides the pointer's alignment and every
-stride outside the run (in elements).
+most 16 bytes and at most a chunk, and for inputs read from global memory divides the pointer's
+alignment and every stride outside the run (in elements).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .. import ir
@@ -22,6 +29,8 @@ from .projection import Frontier, Projection, Segment, Site, inner_run, lane_cap
 
 MAX_VECTOR_BYTES = 16
 MAX_ROW_BYTES = 512
+WARP = 32
+SMEM_BYTES_PER_BLOCK = 48 * 1024  # the static shared memory every CUDA device gives a block
 
 
 @dataclass(frozen=True)
@@ -33,12 +42,20 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Reuse:
-    """Input site ``site`` is served from registers: its lane ``l`` is lane ``l + shift`` of ``source``."""
+class Staging:
+    """A tensor whose rows a warp copies between global and shared memory, 32 rows a tile."""
 
-    site: int
-    source: int
-    shift: int
+    tensor: str
+    index: int  # kernel input or output index
+    output: bool
+    itemsize: int
+    col_lo: int  # first staged column of each row
+    cols: int  # staged columns per row
+    row_stride: int  # elements between consecutive rows in global memory
+    base: int  # element offset of reference row 0, column ``col_lo``
+    width: int  # elements per global vector access
+    smem_offset: int  # bytes into the warp's shared memory
+    pitch: int  # bytes between rows in shared memory (padded against bank conflicts)
 
 
 @dataclass(frozen=True)
@@ -48,14 +65,18 @@ class SegmentPlan:
     chunk: int  # lanes handled together; every width divides it
     widths: tuple[int, ...]  # per site: the load width of inputs, the projected width of other nodes
     store_widths: tuple[int, ...]  # per store
-    reuses: tuple[Reuse, ...]
+    staged: tuple[Staging, ...] = ()
 
     @property
     def whole_rows(self) -> bool:
         return bool(self.segment.shape) and self.lanes == self.segment.shape[-1]
 
-    def reuse_of(self, site_id: int) -> Reuse | None:
-        return next((r for r in self.reuses if r.site == site_id), None)
+    @property
+    def smem_per_warp(self) -> int:
+        return sum(WARP * s.pitch for s in self.staged)
+
+    def staging(self, tensor: str, output: bool = False) -> Staging | None:
+        return next((s for s in self.staged if s.tensor == tensor and s.output == output), None)
 
 
 @dataclass(frozen=True)
@@ -83,7 +104,7 @@ def _largest_pow2_at_most(n: int) -> int:
 
 
 def width_of(node: ir.Node, frontier: Frontier, chunk: int, layout: Layout | None = None) -> int:
-    """The vector width of a site of ``node`` (an input or an output when ``layout`` is given)."""
+    """The vector width of a site of ``node`` (read from global memory when ``layout`` is given)."""
     shape, itemsize = node.type.shape, node.type.dtype.itemsize
     strides = layout.strides if layout is not None else None
     run, spanned = inner_run(frontier, shape, strides)
@@ -96,61 +117,122 @@ def width_of(node: ir.Node, frontier: Frontier, chunk: int, layout: Layout | Non
     return max(width, 1)
 
 
-def choose_lanes(shape: tuple[int, ...], store_itemsizes: list[int], max_row_bytes: int) -> tuple[int, int]:
-    """``(lanes, chunk)`` for a segment of this reference shape."""
-    chunk = MAX_VECTOR_BYTES // min(store_itemsizes)
+def _resizes_rows(kernel: ir.Kernel, segment: Segment) -> bool:
+    """True when some pad, slice or cat of the segment acts on the innermost dim."""
+    for site in segment.sites:
+        node = kernel.node(site.node)
+        last = node.type.rank - 1
+        if isinstance(node, ir.Cat) and node.dim == last:
+            return True
+        if isinstance(node, ir.Pad) and node.widths and node.widths[-1] != (0, 0):
+            return True
+        if isinstance(node, ir.Slice) and node.type.shape and node.type.shape[-1] != kernel.node(
+                node.operand).type.shape[-1]:
+            return True
+    return False
+
+
+def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int]:
+    """``(lanes, chunk)`` of a segment: one vector, or (row mode) one row in chunks of a vector."""
+    itemsizes = [kernel.node(s.output).type.dtype.itemsize for s in segment.stores]
+    chunk = MAX_VECTOR_BYTES // min(itemsizes)
+    shape = segment.shape
     row = shape[-1] if shape else 1
-    if shape and chunk <= row and row * max(store_itemsizes) <= max_row_bytes:
+    if shape and chunk <= row and row * max(itemsizes) <= max_row_bytes and _resizes_rows(kernel, segment):
         return row, min(chunk, pow2_factor(row))
     lanes = min(lane_capacity(shape), chunk)
     return lanes, lanes
 
 
-def _same_but_last(a: Site, b: Site, last: int) -> int | None:
-    """The offset by which ``a`` is shifted from ``b`` along the row, if that is all that differs."""
-    shift = None
-    for (ref_a, off_a), (ref_b, off_b) in zip(a.index_map, b.index_map):
-        if ref_a != ref_b:
-            return None
-        if ref_a == last:
-            shift = off_a - off_b
-        elif off_a != off_b:
-            return None
-    return shift
+# --------------------------------------------------------------------------------------------
+# Staging
+# --------------------------------------------------------------------------------------------
 
 
-def _reuse(site: Site, source: Site, lanes: int) -> Reuse | None:
-    last = len(site.box) - 1
-    shift = _same_but_last(site, source, last)
-    if shift is None:
+def _row_stride(index_map, strides, shape, ref_shape) -> tuple[int, int] | None:
+    """``(row_stride, base)`` when the tensor's rows, in reference row order, are evenly spaced."""
+    last = len(ref_shape) - 1
+    step_of: dict[int, int] = {}
+    base = 0
+    for (ref, offset), stride, size in zip(index_map[:-1], strides[:-1], shape[:-1]):
+        if ref is None or size == 1:
+            if offset or (ref is None and size != 1):
+                return None
+            continue
+        step_of[ref] = stride
+        base += offset * stride
+    rows = [k for k in range(last) if ref_shape[k] > 1]
+    if set(step_of) != set(rows) or index_map[-1][0] != last:
         return None
-    for d, ((lo, hi), (src_lo, src_hi)) in enumerate(zip(site.box, source.box)):
-        if d != last and not (src_lo <= lo and hi <= src_hi):
+    row_stride = step_of[rows[-1]] if rows else 0
+    for k in rows:
+        if step_of[k] != row_stride * math.prod(ref_shape[k + 1:last]):
             return None
-    lo, hi = max(site.box[last][0], 0), min(site.box[last][1], lanes)
-    src_lo, src_hi = max(source.box[last][0], 0), min(source.box[last][1], lanes)
-    if src_lo <= lo + shift and hi + shift <= src_hi:
-        return Reuse(site.id, source.id, shift)
-    return None
+    return row_stride, base
 
 
-def _reuses(kernel: ir.Kernel, seg: SegmentPlan) -> tuple[Reuse, ...]:
-    """Input sites whose values another site of the same input already holds in registers."""
+def _stage_input(kernel, seg: SegmentPlan, node: ir.Input, sites: list[Site], layout: Layout) -> Staging | None:
+    ref_shape = seg.segment.shape
+    last = len(ref_shape) - 1
+    maps = {s.index_map[:-1] for s in sites}
+    if len(maps) != 1 or any(s.box[:-1] != tuple((0, n) for n in ref_shape[:-1]) for s in sites):
+        return None
+    found = _row_stride(sites[0].index_map, layout.strides, node.type.shape, ref_shape)
+    if found is None or layout.strides[-1] != 1:
+        return None
+    row_stride, base = found
+    col_lo = max(0, min(s.box[last][0] + s.index_map[-1][1] for s in sites))
+    col_hi = min(node.type.shape[-1], max(s.box[last][1] + s.index_map[-1][1] for s in sites))
+    itemsize = node.type.dtype.itemsize
+    width = MAX_VECTOR_BYTES // itemsize
+    for n in (layout.alignment // itemsize, row_stride, base + col_lo, col_hi - col_lo):
+        width = min(width, pow2_factor(n) if n else width)
+    return Staging(node.name, node.index, False, itemsize, col_lo, col_hi - col_lo, row_stride,
+                   base + col_lo, max(width, 1), 0, 0)
+
+
+def _stage_output(kernel, seg: SegmentPlan, k: int, store) -> Staging | None:
+    node = kernel.node(store.output)
+    if node.type.shape != seg.segment.shape or any(store.offsets):
+        return None
+    itemsize = node.type.dtype.itemsize
+    cols = node.type.shape[-1]
+    width = min(MAX_VECTOR_BYTES // itemsize, pow2_factor(cols))
+    return Staging(node.name, store.output_index, True, itemsize, 0, cols, cols, 0, width, 0, 0)
+
+
+def _with_smem(staged: list[Staging]) -> tuple[Staging, ...]:
+    placed, offset = [], 0
+    for s in staged:
+        pitch = -(-s.cols * s.itemsize // 16) * 16 + 16  # 16 spare bytes keep a warp's rows off one bank
+        placed.append(Staging(**{**s.__dict__, "smem_offset": offset, "pitch": pitch}))
+        offset += WARP * pitch
+    return tuple(placed)
+
+
+def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) -> tuple[Staging, ...]:
     if not seg.whole_rows:
         return ()
-    inputs = [s for s in seg.segment.sites if isinstance(kernel.node(s.node), ir.Input)]
-    sources = sorted(inputs, key=lambda s: not s.aligned)  # aligned (cached) loads serve first
-    found, served = [], set()
-    for site in inputs:
-        for source in sources:
-            if source.node != site.node or source.id == site.id or source.id in served:
-                continue
-            reuse = _reuse(site, source, seg.lanes)
-            if reuse is not None:
-                found.append(reuse)
-                served.add(site.id)
-                break
-    return tuple(found)
+    staged = []
+    for node in kernel.inputs:
+        sites = [s for s in seg.segment.sites if s.node == node.name]
+        if sites:
+            found = _stage_input(kernel, seg, node, sites, layouts[node.name])
+            staged += [found] if found else []
+    for k, store in enumerate(seg.segment.stores):
+        found = _stage_output(kernel, seg, k, store)
+        staged += [found] if found else []
+    staged = list(_with_smem(staged))
+    while staged and sum(WARP * s.pitch for s in staged) > SMEM_BYTES_PER_BLOCK:
+        staged.remove(max(staged, key=lambda s: s.pitch))  # the widest rows go direct
+        staged = list(_with_smem(staged))
+    return tuple(staged)
+
+
+def _staged_width(site: Site, width: int, staging: Staging) -> int:
+    """Reads from shared memory need only align within the staged row."""
+    shift = site.index_map[-1][1] - staging.col_lo
+    return min(width, pow2_factor(shift)) if shift else width
 
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
@@ -159,16 +241,22 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
     segment_plans = []
     for segment in projection.segments:
+        lanes, chunk = choose_lanes(kernel, segment, max_row_bytes)
         outputs = [kernel.node(s.output) for s in segment.stores]
-        lanes, chunk = choose_lanes(segment.shape, [o.type.dtype.itemsize for o in outputs], max_row_bytes)
-        widths = tuple(
-            width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites
-        )
+        widths = [width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites]
         store_widths = tuple(
             width_of(node, store.frontier, chunk,
                      Layout(contiguous_strides(node.type.shape), output_alignments[store.output_index]))
             for node, store in zip(outputs, segment.stores)
         )
-        seg = SegmentPlan(segment, lanes, chunk, widths, store_widths, ())
-        segment_plans.append(SegmentPlan(segment, lanes, chunk, widths, store_widths, _reuses(kernel, seg)))
+        seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths)
+        staged = _staging(kernel, seg, by_input)
+        if staged:
+            for site in segment.sites:
+                staging = next((s for s in staged if s.tensor == site.node and not s.output), None)
+                if staging is not None:
+                    free = width_of(kernel.node(site.node), site.frontier, chunk)
+                    widths[site.id] = _staged_width(site, free, staging)
+            seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, staged)
+        segment_plans.append(seg)
     return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans))

@@ -30,7 +30,7 @@ def main() -> None:
             torch._dynamo.reset()
             compiled = torch.compile(fn, dynamic=False)
             compiled(x, cos, sin, n)
-            compile_ms = graph_graph_median_ms(lambda: compiled(x, cos, sin, n))
+            compile_ms = graph_median_ms(lambda: compiled(x, cos, sin, n))
             label = f"{cfg.id}/{str(dtype)[6:]}"
             rows.append((label, "torch.compile", compile_ms, io, copy))
             for max_row, block in TUNINGS:
@@ -38,7 +38,7 @@ def main() -> None:
                 jitted = thunder.jit(fn, executors=[padvec])
                 out = jitted(x, cos, sin, n)
                 assert torch.equal(out, expected), label
-                rows.append((label, f"padvec row{max_row} b{block}", graph_graph_median_ms(lambda: jitted(x, cos, sin, n)), io, copy))
+                rows.append((label, f"padvec row{max_row} b{block}", graph_median_ms(lambda: jitted(x, cos, sin, n)), io, copy))
             rows.append((label, "copy", copy, io, copy))
             print_rows(rows[-len(TUNINGS) - 2:])
             sys.stdout.flush()

@@ -23,6 +23,7 @@ from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
 from . import scalar
 
 IDX = "padvec_idx"
+WARP_ROWS = 32  # rows a warp stages: one per thread
 
 
 @dataclass
@@ -278,22 +279,32 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
 
 
 def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool) -> list[str]:
-    """Copies the warp's tile of staged rows in (phase 0) or out (phase 2), consecutive threads on
-    consecutive vectors."""
+    """Copies the warp's tile of staged rows in (phase 0) or out (phase 2): consecutive threads on
+    consecutive vectors, every vector of a thread loaded before any is stored, so that the loads
+    of a tile are in flight together."""
     name = f"padvec_stage_{'out' if output else 'in'}{index}"
     body = []
     for s in (s for s in seg.staged if s.output == output):
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         per_row = s.cols // s.width
+        steps = -(-WARP_ROWS * per_row // 32)
         smem = f"reinterpret_cast<{ctype}*>(smem + {s.smem_offset} + row * {s.pitch}) + vec * {s.width}"
         memory = f"args.{'out' if output else 'in'}{s.index} + ({s.base} + (first_row + row) * {s.row_stride} " \
                  f"+ vec * {s.width})"
-        copy = (f"padvec_store<{s.width}>({memory}, {smem});" if output else
-                f"padvec_load<{s.width}>({smem}, {memory});")
+        src, dst = (smem, memory) if output else (memory, smem)
+        tmp = f"t{s.index}{'o' if output else 'i'}"
+        position = [f"const int q = lane + {32} * k;", f"const int row = q / {per_row}, vec = q % {per_row};"]
         body += [
-            f"for (int q = lane; q < rows * {per_row}; q += 32) {{",
-            f"  const int row = q / {per_row}, vec = q % {per_row};",
-            f"  {copy}",
+            f"alignas(16) {ctype} {tmp}[{steps}][{s.width}];",
+            "#pragma unroll",
+            f"for (int k = 0; k < {steps}; ++k) {{",
+            *("  " + line for line in position),
+            f"  if (row < rows) padvec_load<{s.width}>({tmp}[k], {src});",
+            "}",
+            "#pragma unroll",
+            f"for (int k = 0; k < {steps}; ++k) {{",
+            *("  " + line for line in position),
+            f"  if (row < rows) padvec_store<{s.width}>({dst}, {tmp}[k]);",
             "}",
         ]
     head = f"PADVEC_FN void {name}(const padvec_args& args, const {IDX} first_row, const int rows, " \

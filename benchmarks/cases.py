@@ -1,0 +1,123 @@
+"""The RoPE benchmark cases and the executors compared on them.
+
+A case is a configuration (``thunder_padvec.configs``), a form ("rope": RoPE of a given
+``[B, nh, T, hs]`` tensor; "qkv_split_rope": LitGPT's prologue from the fused ``qkv`` tensor), a
+pass and a dtype. ``build(case)`` makes its inputs and reference; ``executor(name, case)`` returns
+a callable or raises ``Unavailable`` with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import thunder_padvec  # noqa: F401  (before thunder)
+import thunder
+import torch
+
+from thunder_padvec import configs
+from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
+
+EXECUTORS = ["eager", "torch.compile", "thunder", "padvec", "liger", "nvfuser", "copy"]
+
+
+class Unavailable(Exception):
+    """An executor that cannot run a case here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Case:
+    config: configs.RopeConfig
+    form: str  # "rope" or "qkv_split_rope"
+    dtype: str
+    pass_: str = "fwd"
+
+    @property
+    def id(self) -> str:
+        return f"{self.config.id}-{self.form}-{self.dtype}-{self.pass_}"
+
+
+def cases() -> list[Case]:
+    found = []
+    for cfg in configs.ALL:
+        dtypes = ["bfloat16", "float16", "float32"] if cfg.name == "seed" and cfg.batch == 256 else ["bfloat16"]
+        found += [Case(cfg, "rope", d) for d in dtypes]
+        if cfg.name != "seed":
+            found.append(Case(cfg, "qkv_split_rope", "bfloat16"))
+    return found
+
+
+def _program(case: Case):
+    c = case.config
+    if case.form == "qkv_split_rope":
+        return functools.partial(qkv_split_rope, n_head=c.n_head, n_query_groups=c.n_query_groups,
+                                 head_size=c.head_size, rope_n_elem=c.rope_n_elem)
+    fn = rope_one_entry if c.name == "seed" else litgpt_rope
+    return functools.partial(fn, rope_n_elem=c.rope_n_elem)
+
+
+def build(case: Case, generator: torch.Generator | None = None):
+    """``(fn, args, expected outputs, io_bytes)``: minimal IO reads each input and writes each output once."""
+    c, dtype = case.config, getattr(torch, case.dtype)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float32).to(device="cuda", dtype=dtype)
+
+    if case.form == "qkv_split_rope":
+        x = randn(c.batch, c.seq, (c.n_head + 2 * c.n_query_groups) * c.head_size)
+    else:
+        x = randn(c.batch, c.n_head, c.seq, c.head_size)
+    args = (x, randn(c.seq, c.rope_n_elem), randn(c.seq, c.rope_n_elem))
+    fn = _program(case)
+    expected = fn(*args)
+    outputs = expected if isinstance(expected, tuple) else (expected,)
+    io_bytes = sum(a.nbytes for a in args) + sum(o.nbytes for o in outputs)
+    return fn, args, outputs, io_bytes
+
+
+def _liger(case: Case, fn):
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    except Exception as err:  # not installed, or its Triton does not load
+        raise Unavailable(f"liger-kernel does not import: {type(err).__name__}: {err}") from err
+    def rope(x, cos, sin):
+        q, _ = liger_rotary_pos_emb(x, x[:, :1], cos, sin)
+        return q
+
+    if case.form == "rope":
+        return rope
+    c = case.config
+
+    def qkv_form(qkv, cos, sin):
+        B, T, _ = qkv.shape
+        q_per_kv = c.n_head // c.n_query_groups
+        parts = qkv.view(B, T, c.n_query_groups, q_per_kv + 2, c.head_size).permute(0, 2, 3, 1, 4)
+        q, k, v = parts.split((q_per_kv, 1, 1), dim=2)
+        k = k.expand(B, c.n_query_groups, q_per_kv, T, c.head_size).reshape(B, -1, T, c.head_size)
+        v = v.expand(B, c.n_query_groups, q_per_kv, T, c.head_size).reshape(B, -1, T, c.head_size)
+        q, k = liger_rotary_pos_emb(q.reshape(B, -1, T, c.head_size), k, cos, sin)
+        return q, k, v
+
+    return qkv_form
+
+
+def executor(name: str, case: Case, fn):
+    """A callable running ``fn`` the way ``name`` does."""
+    if name == "eager":
+        return fn
+    if name == "torch.compile":
+        torch._dynamo.reset()  # static shapes, no automatic dynamic shapes carried over from other cases
+        return torch.compile(fn, dynamic=False)
+    if name == "thunder":
+        return thunder.jit(fn)
+    if name == "padvec":
+        return thunder.jit(fn, executors=[thunder_padvec.padvec])
+    if name == "liger":
+        return _liger(case, fn)
+    if name == "nvfuser":
+        try:
+            import nvfuser  # noqa: F401
+        except Exception as err:
+            raise Unavailable(f"nvfuser does not import: {type(err).__name__}: {err}".splitlines()[0]) from err
+        return thunder.jit(fn, executors=["nvfuser"])
+    raise ValueError(name)

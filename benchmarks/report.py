@@ -1,0 +1,116 @@
+"""Turns a pytest-benchmark JSON run of the RoPE suite into the results files.
+
+    python benchmarks/report.py run.json [--out benchmarks/results]
+
+writes ``<date>-<gpu>.json`` (a list of records), ``<date>-<gpu>.md`` (the table) and
+``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", "gbps", "roofline_fraction",
+        "speedup_vs_compile", "peak_memory_bytes"]
+ORDER = ["copy", "padvec", "torch.compile", "liger", "nvfuser", "thunder", "eager"]
+
+
+def records(run: dict) -> list[dict]:
+    rows = []
+    for bench in run["benchmarks"]:
+        info = dict(bench.get("extra_info") or {})
+        if "median_ms" not in info:
+            continue
+        info["pass"] = info.pop("pass_", "fwd")
+        compile_ms = info.pop("compile_ms", None)
+        info["speedup_vs_compile"] = compile_ms / info["median_ms"] if compile_ms else None
+        info.pop("copy_ms", None)
+        rows.append({k: info.get(k) for k in KEYS})
+    return rows
+
+
+def _case(r: dict) -> tuple:
+    return r["config"], r["form"], r["pass"], r["dtype"]
+
+
+def markdown(rows: list[dict], title: str) -> str:
+    by_case = defaultdict(dict)
+    for r in rows:
+        by_case[_case(r)][r["executor"]] = r
+    executors = [e for e in ORDER if any(e in d for d in by_case.values())]
+    head = ["config", "form", "pass", "dtype", "copy TB/s"] + [f"{e} (% of copy)" for e in executors[1:]]
+    head.append("padvec vs torch.compile")
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case, found in by_case.items():
+        copy = found.get("copy")
+        cells = list(case) + [f"{copy['gbps'] / 1000:.2f}" if copy else "-"]
+        for e in executors[1:]:
+            r = found.get(e)
+            cells.append(f"{r['median_ms'] * 1000:.1f} µs ({r['roofline_fraction']:.1%})" if r else "-")
+        padvec = found.get("padvec")
+        speedup = padvec and padvec["speedup_vs_compile"]
+        cells.append(f"{speedup:.2f}x" if speedup else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(_case(r) for r in rows))
+    executors = [e for e in ORDER if e != "copy" and any(r["executor"] == e for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(10, len(cases) * 0.45), 5.5))
+    width = 0.8 / max(len(executors), 1)
+    for k, e in enumerate(executors):
+        values = {(_case(r)): r["gbps"] for r in rows if r["executor"] == e}
+        xs = [i + k * width for i in range(len(cases))]
+        ax.bar(xs, [values.get(c, 0) / 1000 for c in cases], width, label=e)
+    copy = {_case(r): r["gbps"] / 1000 for r in rows if r["executor"] == "copy"}
+    for i, c in enumerate(cases):
+        if c in copy:
+            ax.hlines(copy[c], i - width / 2, i + 0.8 - width / 2, colors="black", linewidth=1.5)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+    ax.set_xticklabels(["/".join(c[:2]) + f"/{c[3][:4]}" for c in cases], rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("achieved TB/s (minimal IO bytes / time)")
+    ax.set_title(f"{title}: black lines are the device-to-device copy of the same bytes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args()
+    run = json.loads(Path(args.run).read_text())
+    gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
+    date = run.get("datetime", "")[:10] or "undated"
+    stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"
+    rows = records(run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    title = f"RoPE suite, {gpu}, {date}"
+    (out / f"{stem}.md").write_text(markdown(rows, title))
+    plot(rows, out / f"{stem}.png", title)
+    print(markdown(rows, title))
+
+
+def _gpu_name(run: dict) -> str:
+    for bench in run.get("benchmarks", []):
+        name = (bench.get("extra_info") or {}).get("gpu")
+        if name:
+            return name
+    return "gpu"
+
+
+if __name__ == "__main__":
+    main()

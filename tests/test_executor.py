@@ -14,7 +14,7 @@ from thunder.core.trace import TraceCtx, tracectx
 
 from helpers import jit_and_run, randn, ulp_distance_bf16, unfused_ops
 from thunder_padvec import ops, padvec
-from thunder_padvec.examples import rope_one_entry
+from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.explain import fusions
 
 ROPE_SHAPES = [
@@ -131,3 +131,24 @@ def test_dilated_pad_runs_in_pytorch(emulated, generator):
     expected = torch.full((12,), 0.5)
     expected[1:10:2] = x
     assert torch.equal(out, expected * 2.0)
+
+
+@pytest.mark.parametrize("head_size, rope_n_elem", [(128, 128), (80, 32), (64, 16), (256, 256), (96, 96), (40, 40)])
+def test_litgpt_rope_matches_eager_bit_for_bit(emulated, generator, head_size, rope_n_elem):
+    """LitGPT's RoPE at its models' head sizes: long rows are split among several warps."""
+    x = randn(1, 2, 40, head_size, dtype=torch.bfloat16, generator=generator)
+    cos = randn(40, rope_n_elem, dtype=torch.bfloat16, generator=generator)
+    sin = randn(40, rope_n_elem, dtype=torch.bfloat16, generator=generator)
+    _, out, trace = jit_and_run(litgpt_rope, x, cos, sin, rope_n_elem)
+    assert len(fusions(trace)) == 1 and unfused_ops(trace) == []
+    assert torch.equal(out, litgpt_rope(x, cos, sin, rope_n_elem))
+
+
+def test_qkv_split_rope_matches_eager(emulated, generator):
+    qkv = randn(2, 16, (4 + 2 * 2) * 32, dtype=torch.bfloat16, generator=generator)
+    cos, sin = randn(16, 16, dtype=torch.bfloat16, generator=generator), randn(16, 16, dtype=torch.bfloat16,
+                                                                                generator=generator)
+    _, out, trace = jit_and_run(qkv_split_rope, qkv, cos, sin, 4, 2, 32, 16)
+    assert fusions(trace)
+    for got, want in zip(out, qkv_split_rope(qkv, cos, sin, 4, 2, 32, 16)):
+        assert torch.equal(got, want)

@@ -2,8 +2,7 @@
 
 Each thread owns one group of ``lanes`` consecutive reference elements of its segment. The
 segments share one 1-D grid: segment ``s`` takes blocks ``[first_block, first_block + blocks)``.
-Where rows are staged through shared memory, a block has as many warps as the static shared
-memory of a block holds tiles of (at most ``block / 32``).
+In row mode a block stages ``tile_rows`` rows; otherwise a thread owns one group.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .vectorize import VectorPlan
-from .vectorize.plan import SMEM_BYTES_PER_BLOCK, WARP
+from .vectorize.plan import STAGED_WARPS, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 
@@ -66,13 +65,13 @@ def index_bits(plan: VectorPlan) -> int:
 
 def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     block = block or TUNING.block
-    per_warp = max((seg.smem_per_warp for seg in plan.segments), default=0)
-    if per_warp:
-        block = WARP * max(1, min(block // WARP, SMEM_BYTES_PER_BLOCK // per_warp))
+    smem = max((seg.smem_bytes for seg in plan.segments), default=0)
+    if any(seg.whole_rows for seg in plan.segments):
+        block = WARP * STAGED_WARPS
     segments, first = [], 0
     for seg in plan.segments:
         groups = math.prod(seg.segment.shape) // seg.lanes
-        blocks = -(-groups // block)
+        blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
-    return LaunchParams(block, first, tuple(segments), index_bits(plan), per_warp * (block // WARP))
+    return LaunchParams(block, first, tuple(segments), index_bits(plan), smem)

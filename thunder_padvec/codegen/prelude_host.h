@@ -13,7 +13,7 @@ using std::signbit;
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __shared__
-#define __syncwarp()
+#define __syncthreads()
 
 struct padvec_dim3 { unsigned int x, y, z; };
 static thread_local padvec_dim3 threadIdx, blockIdx, blockDim, gridDim;

@@ -5,9 +5,10 @@ is a chunk-local register array (``T s<id>[chunk]``) filled by a small render fu
 kind of node; inside the lane loops ``j`` is the lane within the chunk and ``l`` the lane within
 the thread. Slices and broadcasts only move indices, so they emit no code.
 
-The kernel runs in three phases separated by ``__syncwarp()``: staged inputs are copied into
+The kernel runs in three phases separated by ``__syncthreads()``: staged inputs are copied into
 shared memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are copied
-out (2). ``padvec_run(phase, ...)`` holds each phase's work, so that the host emulator can run
+out (2). In row mode the segment's code is a template on the column group ``G`` the warp
+computes, so that the coordinates of every lane are compile-time constants. ``padvec_run(phase, ...)`` holds each phase's work, so that the host emulator can run
 the phases one after another for every thread of a block. The source names nothing from the
 trace, so structurally equal regions share binaries.
 """
@@ -23,7 +24,6 @@ from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
 from . import scalar
 
 IDX = "padvec_idx"
-WARP_ROWS = 32  # rows a warp stages: one per thread
 
 
 @dataclass
@@ -251,7 +251,7 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         qualifier = "" if s.output else "const "
         lines.append(f"{qualifier}{ctype}* {_staged_row(s, kernel)} = reinterpret_cast<{qualifier}{ctype}*>("
-                     f"smem + {s.smem_offset} + lane * {s.pitch});")
+                     f"smem + {s.smem_offset} + tile_row * {s.pitch});")
     return lines
 
 
@@ -271,15 +271,21 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
             chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
         chunk += _render_store(r, store, width)
-    body += ["#pragma unroll", f"for (int c = 0; c < {seg.lanes}; c += {seg.chunk}) {{"]
-    body += ["  " + line for line in chunk] + ["}"]
-    head = (f"PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group, "
-            f"unsigned char* smem, const int lane) {{")
+    span = seg.columns(0)
+    width = span.stop - span.start
+    body += [
+        "#pragma unroll",
+        f"for (int c = G * {width}; c < (G + 1) * {width} && c < {seg.lanes}; c += {seg.chunk}) {{",
+        *("  " + line for line in chunk),
+        "}",
+    ]
+    head = (f"template <int G> PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group, "
+            f"unsigned char* smem, const int tile_row) {{")
     return [head, *("  " + line for line in body), "}", ""]
 
 
-def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool) -> list[str]:
-    """Copies the warp's tile of staged rows in (phase 0) or out (phase 2): consecutive threads on
+def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool, threads: int) -> list[str]:
+    """Copies the block's tile of staged rows in (phase 0) or out (phase 2): consecutive threads on
     consecutive vectors, every vector of a thread loaded before any is stored, so that the loads
     of a tile are in flight together."""
     name = f"padvec_stage_{'out' if output else 'in'}{index}"
@@ -287,13 +293,13 @@ def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: boo
     for s in (s for s in seg.staged if s.output == output):
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         per_row = s.cols // s.width
-        steps = -(-WARP_ROWS * per_row // 32)
+        steps = -(-seg.tile_rows * per_row // threads)
         smem = f"reinterpret_cast<{ctype}*>(smem + {s.smem_offset} + row * {s.pitch}) + vec * {s.width}"
         memory = f"args.{'out' if output else 'in'}{s.index} + ({s.base} + (first_row + row) * {s.row_stride} " \
                  f"+ vec * {s.width})"
         src, dst = (smem, memory) if output else (memory, smem)
         tmp = f"t{s.index}{'o' if output else 'i'}"
-        position = [f"const int q = lane + {32} * k;", f"const int row = q / {per_row}, vec = q % {per_row};"]
+        position = [f"const int q = threadIdx.x + {threads} * k;", f"const int row = q / {per_row}, vec = q % {per_row};"]
         body += [
             f"alignas(16) {ctype} {tmp}[{steps}][{s.width}];",
             "#pragma unroll",
@@ -308,7 +314,7 @@ def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: boo
             "}",
         ]
     head = f"PADVEC_FN void {name}(const padvec_args& args, const {IDX} first_row, const int rows, " \
-           f"unsigned char* smem, const int lane) {{"
+           f"unsigned char* smem) {{"
     return [head, *("  " + line for line in body), "}", ""]
 
 
@@ -325,26 +331,32 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     lines = [
         "PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char* smem) {",
         "  const unsigned int block = blockIdx.x;",
-        "  const int lane = threadIdx.x % 32;",
     ]
     for i, (seg, launch) in enumerate(zip(plan.segments, params.segments)):
         keyword = "if" if i == 0 else "} else if"
-        lines += [
-            f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{",
-            f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {params.block} + threadIdx.x;",
-        ]
-        if seg.staged:
+        lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
+        if seg.whole_rows:
+            k, tile = seg.column_groups, seg.tile_rows
             lines += [
-                f"    unsigned char* warp_smem = smem + (threadIdx.x / 32) * {seg.smem_per_warp};",
-                f"    const {IDX} first_row = group - lane;",
-                f"    const int rows = first_row >= {launch.groups} ? 0 : "
-                f"({launch.groups} - first_row < 32 ? (int)({launch.groups} - first_row) : 32);",
-                f"    if (phase == 0) padvec_stage_in{i}(args, first_row, rows, warp_smem, lane);",
-                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}(args, group, warp_smem, lane);",
-                f"    if (phase == 2) padvec_stage_out{i}(args, first_row, rows, warp_smem, lane);",
+                f"    const {IDX} first_row = ({IDX})(block - {launch.first_block}u) * {tile};",
+                f"    const int rows = {launch.groups} - first_row < {tile} ? (int)({launch.groups} - first_row) : {tile};",
+                f"    const int tile_row = (int)(threadIdx.x / 32 / {k}) * 32 + (int)(threadIdx.x % 32);",
+                f"    const {IDX} group = first_row + tile_row;",
             ]
+            if seg.staged:
+                lines.append(f"    if (phase == 0) padvec_stage_in{i}(args, first_row, rows, smem);")
+            lines.append("    if (phase == 1 && tile_row < rows) {")
+            lines.append(f"      const int column_group = (int)(threadIdx.x / 32) % {k};")
+            for g in range(k):
+                lines.append(f"      if (column_group == {g}) padvec_segment{i}<{g}>(args, group, smem, tile_row);")
+            lines.append("    }")
+            if seg.staged:
+                lines.append(f"    if (phase == 2) padvec_stage_out{i}(args, first_row, rows, smem);")
         else:
-            lines.append(f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}(args, group, smem, lane);")
+            lines += [
+                f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {params.block} + threadIdx.x;",
+                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0);",
+            ]
     if params.segments:
         lines.append("  }")
     return [*lines, "}", ""]
@@ -356,9 +368,9 @@ def _entry(params: LaunchParams) -> list[str]:
         f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{",
         f"  alignas(16) __shared__ unsigned char smem[{smem}];",
         "  padvec_run(0, args, smem);",
-        "  __syncwarp();",
+        "  __syncthreads();",
         "  padvec_run(1, args, smem);",
-        "  __syncwarp();",
+        "  __syncthreads();",
         "  padvec_run(2, args, smem);",
         "}",
     ]
@@ -376,8 +388,8 @@ def render(plan: VectorPlan, params: LaunchParams) -> str:
     for i, seg in enumerate(plan.segments):
         lines += _render_segment(i, plan, seg)
         if seg.staged:
-            lines += _render_staging(i, seg, kernel, output=False)
-            lines += _render_staging(i, seg, kernel, output=True)
+            lines += _render_staging(i, seg, kernel, output=False, threads=params.block)
+            lines += _render_staging(i, seg, kernel, output=True, threads=params.block)
     lines += _dispatch(plan, params)
     lines += _entry(params)
     return "\n".join(lines) + "\n"

@@ -8,11 +8,13 @@ along the row is then a compile-time constant, so the selects fold away and each
 its own piece's arithmetic.
 
 Staging. One thread per row would make each warp access memory at a stride of one row. So in
-row mode the rows of a warp move between global and shared memory a tile at a time, with
-consecutive threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly
-spaced in memory are copied in before the arithmetic, outputs copied out after it, and every
-read of a staged input, shifted along the row or not, comes from shared memory. The input is
-read from global memory once.
+row mode a block's tile of rows moves between global and shared memory at once, consecutive
+threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
+memory are copied in before the arithmetic, outputs copied out after it, and every read of a
+staged input, shifted along the row or not, comes from shared memory; the input is read from
+global memory once. A block is 8 warps: ``column_groups`` of them split each row's chunks (a
+warp's threads all take the same chunks, so each warp runs one specialization of the row's
+code), the rest take further slabs of 32 rows.
 
 Widths. A site's width is the largest power of two that divides its contiguous inner run, is at
 most 16 bytes and at most a chunk, and for inputs read from global memory divides the pointer's
@@ -22,7 +24,7 @@ alignment and every stride outside the run (in elements).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import ir
 from .projection import Frontier, Projection, Segment, Site, inner_run, lane_capacity, pow2_factor
@@ -31,6 +33,8 @@ MAX_VECTOR_BYTES = 16
 MAX_ROW_BYTES = 512
 WARP = 32
 SMEM_BYTES_PER_BLOCK = 48 * 1024  # the static shared memory every CUDA device gives a block
+STAGED_WARPS = 8  # warps of a block in row mode
+CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split the row
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,25 @@ class SegmentPlan:
     widths: tuple[int, ...]  # per site: the load width of inputs, the projected width of other nodes
     store_widths: tuple[int, ...]  # per store
     staged: tuple[Staging, ...] = ()
+    column_groups: int = 1  # warps that split a row (row mode)
 
     @property
     def whole_rows(self) -> bool:
         return bool(self.segment.shape) and self.lanes == self.segment.shape[-1]
 
     @property
-    def smem_per_warp(self) -> int:
-        return sum(WARP * s.pitch for s in self.staged)
+    def tile_rows(self) -> int:
+        """Rows a block stages (row mode)."""
+        return WARP * STAGED_WARPS // self.column_groups
+
+    @property
+    def smem_bytes(self) -> int:
+        return sum(self.tile_rows * s.pitch for s in self.staged)
+
+    def columns(self, group: int) -> range:
+        """The lanes whose chunks column group ``group`` computes."""
+        per_group = -(-self.lanes // self.chunk // self.column_groups) * self.chunk
+        return range(group * per_group, min((group + 1) * per_group, self.lanes), self.chunk)
 
     def staging(self, tensor: str, output: bool = False) -> Staging | None:
         return next((s for s in self.staged if s.tensor == tensor and s.output == output), None)
@@ -201,13 +216,21 @@ def _stage_output(kernel, seg: SegmentPlan, k: int, store) -> Staging | None:
     return Staging(node.name, store.output_index, True, itemsize, 0, cols, cols, 0, width, 0, 0)
 
 
-def _with_smem(staged: list[Staging]) -> tuple[Staging, ...]:
+def _with_smem(staged: list[Staging], tile_rows: int) -> tuple[Staging, ...]:
     placed, offset = [], 0
     for s in staged:
         pitch = -(-s.cols * s.itemsize // 16) * 16 + 16  # 16 spare bytes keep a warp's rows off one bank
         placed.append(Staging(**{**s.__dict__, "smem_offset": offset, "pitch": pitch}))
-        offset += WARP * pitch
+        offset += tile_rows * pitch
     return tuple(placed)
+
+
+def _column_groups(seg: SegmentPlan) -> int:
+    chunks = -(-seg.lanes // seg.chunk)
+    groups = 1
+    while groups < STAGED_WARPS and chunks > groups * CHUNKS_PER_THREAD:
+        groups *= 2
+    return groups
 
 
 def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) -> tuple[Staging, ...]:
@@ -222,10 +245,10 @@ def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) ->
     for k, store in enumerate(seg.segment.stores):
         found = _stage_output(kernel, seg, k, store)
         staged += [found] if found else []
-    staged = list(_with_smem(staged))
-    while staged and sum(WARP * s.pitch for s in staged) > SMEM_BYTES_PER_BLOCK:
+    staged = list(_with_smem(staged, seg.tile_rows))
+    while staged and sum(seg.tile_rows * s.pitch for s in staged) > SMEM_BYTES_PER_BLOCK:
         staged.remove(max(staged, key=lambda s: s.pitch))  # the widest rows go direct
-        staged = list(_with_smem(staged))
+        staged = list(_with_smem(staged, seg.tile_rows))
     return tuple(staged)
 
 
@@ -250,6 +273,8 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
             for node, store in zip(outputs, segment.stores)
         )
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths)
+        if seg.whole_rows:
+            seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input)
         if staged:
             for site in segment.sites:
@@ -257,6 +282,6 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
                 if staging is not None:
                     free = width_of(kernel.node(site.node), site.frontier, chunk)
                     widths[site.id] = _staged_width(site, free, staging)
-            seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, staged)
+            seg = replace(seg, widths=tuple(widths), staged=staged)
         segment_plans.append(seg)
     return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans))

@@ -39,7 +39,20 @@ TORCH_DTYPES = {
 
 def alignment(pointer: int) -> int:
     """The largest power of two, up to 16, that divides ``pointer`` (in bytes)."""
-    return min(pointer & -pointer, 16) if pointer else 16
+    return _ALIGNMENT[pointer & 15]
+
+
+_ALIGNMENT = [16, 1, 2, 1, 4, 1, 2, 1, 8, 1, 2, 1, 4, 1, 2, 1]
+
+
+def _current_stream(device: torch.device) -> int:
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):  # the same handle without a Stream object per call
+
+    def _current_stream(device: torch.device) -> int:  # noqa: F811
+        return torch._C._cuda_getCurrentRawStream(device.index)
 
 
 @functools.cache
@@ -73,14 +86,14 @@ class Specialization:
     module: object
     pack: ArgPack
 
-    def run(self, args, outputs) -> list[torch.Tensor]:
+    def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         if self.params.grid == 0:
             return outputs
         pack = self.pack
         with pack.lock:
-            pack.values[:] = [t.data_ptr() for t in (*args, *outputs)] or [0]
+            pack.values[: len(pointers)] = pointers
             if self.device.type == "cuda":
-                stream = torch.cuda.current_stream(self.device).cuda_stream
+                stream = _current_stream(self.device)
                 self.module.launch(self.params.grid, self.params.block, pack.params_address, stream)
             else:
                 self.module.launch(self.params.grid, self.params.block, pack.address)
@@ -94,7 +107,7 @@ class Fallback:
     error: PadvecError
     run_in_pytorch: Callable
 
-    def run(self, args, outputs) -> list[torch.Tensor]:
+    def run(self, args, outputs, pointers) -> list[torch.Tensor]:
         return list(self.run_in_pytorch(*args))
 
 
@@ -125,16 +138,14 @@ class PadvecFusion:
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         device = args[0].device
         outputs = self._allocate(device)
-        key = (
-            device,
-            tuple((a.stride(), alignment(a.data_ptr())) for a in args),
-            tuple(alignment(o.data_ptr()) for o in outputs),
-        )
+        pointers = [t.data_ptr() for t in args]
+        pointers += [t.data_ptr() for t in outputs]
+        key = (device, tuple(a.stride() for a in args), tuple(_ALIGNMENT[p & 15] for p in pointers))
         spec = self._specializations.get(key)
         if spec is None:
             spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)
         self.last = spec
-        return spec.run(args, outputs)
+        return spec.run(args, outputs, pointers)
 
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
         try:

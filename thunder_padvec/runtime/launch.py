@@ -41,12 +41,7 @@ _current = threading.local()
 
 
 def make_current(device: int) -> None:
-    """Makes ``device``'s primary context current on this thread (cheap when it already is)."""
-    if getattr(_current, "device", None) == device:
-        driver = _driver()
-        ctx = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-        if int(ctx) == int(_primary_context(device)):
-            return
+    """Makes ``device``'s primary context current on this thread."""
     _check(_driver().cuCtxSetCurrent(_primary_context(device)), "cuCtxSetCurrent")
     _current.device = device
 
@@ -73,6 +68,13 @@ class CudaModule:
         self._function = _check(driver.cuModuleGetFunction(self._module, b"padvec_kernel"), "cuModuleGetFunction")
 
     def launch(self, grid: int, block: int, params_address: int, stream: int) -> None:
-        make_current(self.device)
-        err = _driver().cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
-        _check(err, "cuLaunchKernel")
+        # The thread that made the context current last time keeps it, unless something else (a
+        # library creating contexts of its own) changed it; then the launch fails and is retried.
+        if getattr(_current, "device", None) != self.device:
+            make_current(self.device)
+        driver = _driver()
+        (err,) = driver.cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
+        if int(err) != 0:
+            make_current(self.device)
+            (err,) = driver.cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
+        _check((err,), "cuLaunchKernel")

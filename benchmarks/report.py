@@ -19,6 +19,10 @@ KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", 
 ORDER = ["copy", "padvec", "torch.compile", "liger", "nvfuser", "thunder", "eager"]
 
 
+def host_records(run: dict) -> list[dict]:
+    return [dict(b["extra_info"]) for b in run["benchmarks"] if (b.get("extra_info") or {}).get("kind") == "host"]
+
+
 def records(run: dict) -> list[dict]:
     rows = []
     for bench in run["benchmarks"]:
@@ -99,9 +103,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     title = f"RoPE suite, {gpu}, {date}"
-    (out / f"{stem}.md").write_text(markdown(rows, title))
-    plot(rows, out / f"{stem}.png", title)
-    print(markdown(rows, title))
+    text = markdown(rows, title) if rows else ""
+    host = host_records(run)
+    if host:
+        text += "\n### Host path\n\n" + "\n".join(
+            f"- {h['what']}: " + (f"{h['per_call_us']:.1f} µs per call" if "per_call_us" in h else f"{h['seconds']:.2f} s")
+            for h in host) + "\n"
+        (out / f"{stem}-host.json").write_text(json.dumps(host, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    if rows:
+        plot(rows, out / f"{stem}.png", title)
+    print(text)
 
 
 def _gpu_name(run: dict) -> str:

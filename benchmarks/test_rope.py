@@ -76,6 +76,6 @@ def test_rope(benchmark, case, name):
     benchmark.extra_info.update(
         config=case.config.id, form=case.form, pass_=case.pass_, dtype=case.dtype, executor=name,
         median_ms=ms, io_bytes=io_bytes, gbps=gbps(io_bytes, ms), roofline_fraction=copy_ms / ms,
-        copy_ms=copy_ms, compile_ms=_compile_ms.get(case.id), peak_memory_bytes=peak,
+        copy_ms=copy_ms, compile_ms=_compile_ms.get(case.id), peak_memory_bytes=peak, gpu=torch.cuda.get_device_name(),
     )
     benchmark.pedantic(lambda: (run(), torch.cuda.synchronize()), rounds=5, warmup_rounds=1)

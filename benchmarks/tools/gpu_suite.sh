@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# One GPU-machine call for the RoPE suite: GPU tests, then the suite (pytest-benchmark JSON under $OUT).
+# Extra pytest arguments (a -k filter, say) pass through.
+set -o pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tmp/padvec-cache
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee $OUT/gpu_tests.log | tail -3
+python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json=$OUT/run.json "$@" 2>&1 \
+  | tee $OUT/suite.log | grep -E "passed|failed|error|Error" | tail -5
+python3 benchmarks/report.py $OUT/run.json --out $OUT 2>&1 | tail -40

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from helpers import jit_and_run, randn
 from thunder_padvec import explain, padvec
-from thunder_padvec.examples import SEED_SHAPE, rope_inputs, rope_one_entry
+from thunder_padvec import configs
+from thunder_padvec.examples import SEED_SHAPE, litgpt_rope, qkv_split_rope, rope_inputs, rope_one_entry
 from thunder_padvec.explain import fusions
 
 pytestmark = pytest.mark.gpu
@@ -102,3 +103,19 @@ def test_explicit_device_index(generator):
     jitted, out, _ = jit_and_run(lambda t: torch.cat((t[:, 5:], F.pad(t[:, :5], (1, 0))), 1), x)
     assert out.device == device
     assert torch.equal(out, torch.cat((x[:, 5:], F.pad(x[:, :5], (1, 0))), 1))
+
+
+@pytest.mark.parametrize("config", [c for c in configs.LITGPT if c.batch == 1], ids=lambda c: c.id)
+def test_litgpt_configs(generator, config):
+    c = config
+    x, cos, sin = rope_inputs(c.batch, c.n_head, c.seq, c.head_size, c.rope_n_elem, torch.bfloat16, "cuda",
+                              generator)
+    _, out, trace = jit_and_run(litgpt_rope, x, cos, sin, c.rope_n_elem)
+    assert len(fusions(trace)) == 1
+    assert torch.equal(out, litgpt_rope(x, cos, sin, c.rope_n_elem))
+    qkv = _cuda_randn(c.batch, 256, (c.n_head + 2 * c.n_query_groups) * c.head_size, dtype=torch.bfloat16,
+                      generator=generator)
+    args = (qkv, cos[:256], sin[:256], c.n_head, c.n_query_groups, c.head_size, c.rope_n_elem)
+    _, outs, _ = jit_and_run(qkv_split_rope, *args)
+    for got, want in zip(outs, qkv_split_rope(*args)):
+        assert torch.equal(got, want)

@@ -1,6 +1,11 @@
-import thunder_padvec, thunder, torch
+"""Runs the seed RoPE through padvec a few times, for ncu to profile one launch."""
+import thunder_padvec
+import thunder
+import torch
 from thunder_padvec.examples import SEED_SHAPE, rope_inputs, rope_one_entry
+
 x, cos, sin = rope_inputs(**SEED_SHAPE, dtype=torch.bfloat16, device="cuda")
-j = thunder.jit(rope_one_entry, executors=[thunder_padvec.padvec])
-for _ in range(4): j(x, cos, sin, 8)
+jitted = thunder.jit(rope_one_entry, executors=[thunder_padvec.padvec])
+for _ in range(4):
+    jitted(x, cos, sin, 8)
 torch.cuda.synchronize()

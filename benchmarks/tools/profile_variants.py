@@ -1,5 +1,7 @@
-"""Runs the seed RoPE under two kernel shapes and a plain copy, for ncu to compare (one launch each)."""
-import thunder_padvec, thunder, torch
+"""Runs the seed RoPE under two kernel shapes, twice each, for ncu to compare."""
+import thunder_padvec
+import thunder
+import torch
 from thunder_padvec import schedule
 from thunder_padvec.examples import SEED_SHAPE, rope_inputs, rope_one_entry
 

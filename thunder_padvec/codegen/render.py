@@ -95,7 +95,7 @@ def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
     return [_declare(r, site), *_loop(r.seg.chunk, 1, [f"s{site.id}[j] = {value};"])]
 
 
-def _staged_row(staging: Staging, kernel: ir.Kernel) -> str:
+def _staged_row(staging: Staging) -> str:
     """The name of the thread's row of a staged tensor in shared memory."""
     return f"{'so' if staging.output else 'si'}{staging.index}"
 
@@ -109,7 +109,7 @@ def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[st
     staging = r.seg.staging(node.name)
     if staging is not None:  # the row is in shared memory; only the row's own bounds matter
         column = r.node_coord(site, node.type.rank - 1)
-        address = f"{_staged_row(staging, r.plan.kernel)} + ({column} - {staging.col_lo})"
+        address = f"{_staged_row(staging)} + ({column} - {staging.col_lo})"
         box = tuple((0, n) for n in r.shape[:-1]) + site.box[-1:]
     else:
         layout = r.plan.layouts[node.index]
@@ -197,7 +197,7 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     shape = node.type.shape
     staging = r.seg.staging(store.output, output=True)
     if staging is not None:
-        destination = f"{_staged_row(staging, r.plan.kernel)} + l"
+        destination = f"{_staged_row(staging)} + l"
     elif shape == r.shape and not any(store.offsets):
         destination = f"args.out{store.output_index} + (base + l)"
     else:
@@ -250,7 +250,7 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
     for s in seg.staged:
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         qualifier = "" if s.output else "const "
-        lines.append(f"{qualifier}{ctype}* {_staged_row(s, kernel)} = reinterpret_cast<{qualifier}{ctype}*>("
+        lines.append(f"{qualifier}{ctype}* {_staged_row(s)} = reinterpret_cast<{qualifier}{ctype}*>("
                      f"smem + {s.smem_offset} + tile_row * {s.pitch});")
     return lines
 

@@ -1,6 +1,6 @@
 """Turns a pytest-benchmark JSON run of the RoPE suite into the results files.
 
-    python benchmarks/report.py run.json [--out benchmarks/results]
+    python benchmarks/report.py run.json [more.json ...] [--out benchmarks/results]
 
 writes ``<date>-<gpu>.json`` (a list of records), ``<date>-<gpu>.md`` (the table) and
 ``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked).
@@ -91,10 +91,11 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("run")
+    parser.add_argument("runs", nargs="+", help="pytest-benchmark JSON files of one session")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
-    run = json.loads(Path(args.run).read_text())
+    runs = [json.loads(Path(p).read_text()) for p in args.runs]
+    run = {**runs[0], "benchmarks": [b for r in runs for b in r["benchmarks"]]}
     gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
     date = run.get("datetime", "")[:10] or "undated"
     stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"

@@ -10,7 +10,7 @@ python3 -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee $OUT/gpu_tests.log | 
 for part in "not qkv and not test_host" "qkv" "test_host"; do
   name=$(echo "$part" | tr -c 'a-z' '_')
   python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only --benchmark-json=$OUT/run_$name.json \
-    -k "$part" "$@" 2>&1 | tee $OUT/suite_$name.log | grep -E "passed|failed|[0-9] error" | tail -3
-  python3 benchmarks/report.py $OUT/run_*.json --out $OUT > $OUT/report.log 2>&1
+    -k "$part" "$@" 2>&1 | tee -a $OUT/suite.log | grep -E "passed|failed|[0-9] error" | tail -3
 done
-tail -45 $OUT/report.log
+# The results files are made from the runs back home (benchmarks/report.py); the table shows here.
+python3 benchmarks/report.py $OUT/run_*.json --out /tmp/report 2>&1 | tail -45

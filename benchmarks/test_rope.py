@@ -21,7 +21,6 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the suite
 CASES = cases()
 _built: dict = {}
 _copy_ms: dict = {}
-_compile_ms: dict = {}
 
 
 def _case(case):
@@ -71,11 +70,9 @@ def test_rope(benchmark, case, name):
             return run_fn(*args)
 
     copy_ms = _copy_ms.setdefault(case.id, copy_roofline_ms(io_bytes))
-    if name == "torch.compile":
-        _compile_ms[case.id] = ms
     benchmark.extra_info.update(
         config=case.config.id, form=case.form, pass_=case.pass_, dtype=case.dtype, executor=name,
         median_ms=ms, io_bytes=io_bytes, gbps=gbps(io_bytes, ms), roofline_fraction=copy_ms / ms,
-        copy_ms=copy_ms, compile_ms=_compile_ms.get(case.id), peak_memory_bytes=peak, gpu=torch.cuda.get_device_name(),
+        copy_ms=copy_ms, peak_memory_bytes=peak, gpu=torch.cuda.get_device_name(),
     )
     benchmark.pedantic(lambda: (run(), torch.cuda.synchronize()), rounds=5, warmup_rounds=1)

@@ -8,7 +8,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 python3 -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee $OUT/gpu_tests.log | tail -25
 python3 -m thunder_padvec demo 2>&1 | tee $OUT/demo.log | tail -12
 python3 benchmarks/tools/explore.py 2>&1 | tee $OUT/explore.log
-python3 benchmarks/seed_rope.py --json $OUT/seed_rope.json 2>&1 | tee $OUT/seed_rope.log | tail -12
 if [ "${PADVEC_NCU:-0}" = 1 ]; then
   timeout 240 ncu --clock-control none -k padvec_kernel -c 1 -s 2 \
     --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \

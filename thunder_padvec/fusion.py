@@ -166,11 +166,6 @@ class PadvecFusion:
                 got = (tuple(arg.shape), arg.dtype, arg.device) if isinstance(arg, torch.Tensor) else type(arg)
                 raise TypeError(f"{self.name}: input {node.name} should be {want}, got {got}")
 
-    def specialize(self, args) -> Specialization:
-        """Builds (or finds) the kernel for these inputs without launching it."""
-        device = args[0].device
-        return self._specialize(device, args, self._allocate(device))
-
     def _specialize(self, device: torch.device, args, outputs) -> Specialization:
         self._check_arguments(device, args)
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)

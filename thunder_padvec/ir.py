@@ -32,10 +32,6 @@ class DType(str, enum.Enum):
     def itemsize(self) -> int:
         return _ITEMSIZE[self]
 
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.float64, DType.float32, DType.float16, DType.bfloat16)
-
 
 _ITEMSIZE = {
     DType.float64: 8,
@@ -213,13 +209,3 @@ def canonicalize(kernel: Kernel) -> Kernel:
         outputs=tuple(names[o] for o in kernel.outputs),
     )
 
-
-def format_kernel(kernel: Kernel) -> str:
-    """A readable listing, one node a line."""
-    lines = [f"{i.name}: {i.type} = input[{i.index}]" for i in kernel.inputs]
-    for n in kernel.nodes:
-        attrs = {f.name: getattr(n, f.name) for f in fields(n) if f.name not in ("name", "type")}
-        args = ", ".join(f"{k}={v}" for k, v in attrs.items())
-        lines.append(f"{n.name}: {n.type} = {type(n).__name__.lower()}({args})")
-    lines.append(f"return {', '.join(kernel.outputs)}")
-    return "\n".join(lines)

@@ -139,3 +139,56 @@ def test_inner_run(frontier, shape, strides, run):
 def test_frontier_merge_keeps_common_trailing_dims():
     assert vectorize.merge_frontiers(((1, 8), (2, 4)), ((2, 6),)) == ((2, 2),)
     assert vectorize.merge_frontiers(((0, 3), (1, 8)), ((0, 6), (1, 4))) == ((0, 3), (1, 4))
+
+
+# --------------------------------------------------------------------------------------------
+# Row modes: threads that share a row (tiled) or a row per thread (staged)
+# --------------------------------------------------------------------------------------------
+
+# (head_size, rope_n_elem, dtype, threads per row or 1 for a staged row, lanes per chunk)
+ROW_CASES = [
+    (128, 128, torch.bfloat16, 8, 8),  # Llama: halves of 64 = 8 chunks of 8
+    (256, 256, torch.bfloat16, 16, 8),  # Gemma
+    (80, 32, torch.bfloat16, 4, 8),  # phi-2: halves of 16, 48 passed through: steps of 2, 2, 4, 2 chunks
+    (96, 96, torch.bfloat16, 8, 8),  # Phi-3: halves of 48 = 6 chunks, 8 threads, 6 busy
+    (64, 16, torch.bfloat16, 1, 8),  # pythia: halves of 8 = one chunk: staged
+    (128, 128, torch.float32, 16, 4),
+    (128, 128, torch.float16, 8, 8),
+]
+
+
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: f"hs{c[0]}-rope{c[1]}-{str(c[2])[6:]}")
+def test_row_mode_threads_and_numbers(emulated, generator, case):
+    from thunder_padvec.examples import litgpt_rope
+
+    hs, n, dtype, threads, chunk = case
+    x = randn(2, 3, 5, hs, dtype=dtype, generator=generator)
+    cos, sin = randn(5, n, dtype=dtype, generator=generator), randn(5, n, dtype=dtype, generator=generator)
+    jitted, out, trace = jit_and_run(litgpt_rope, x, cos, sin, n)
+    assert unfused_ops(trace) == []
+    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.whole_rows, seg.threads_per_row, seg.chunk) == (True, threads, chunk), str(report)
+    assert bool(seg.staged) == (threads == 1), str(report)
+    vector = 16 // x.element_size()
+    assert (report.widths["x"], report.widths["cos"], report.widths["sin"]) == (vector,) * 3, str(report)
+    assert _store_widths(report) == [vector]
+
+
+@pytest.mark.parametrize(
+    "fn, shape, threads",
+    [
+        (lambda x: F.pad(x, (0, 16)) * 2.0, (6, 48), 8),  # slabs of 12 and 4 chunks: steps of 8, 4, 4
+        (lambda x: torch.cat((x[..., 32:], x[..., :32]), -1) + 1.0, (6, 64), 8),
+        (lambda x: torch.cat((x[..., 4:], x[..., :4]), -1) + 1.0, (6, 64), 8),  # steps of 8, 7 and 1 chunks
+        (lambda x: torch.cat((x[..., 2:], x[..., :2]), -1) + 1.0, (6, 64), 1),  # an edge inside a chunk
+    ],
+    ids=["pad-tail", "swap-halves", "rotate-by-4", "rotate-by-2"],
+)
+def test_threads_per_row_follow_the_breakpoints(emulated, generator, fn, shape, threads):
+    x = randn(*shape, generator=generator)
+    jitted, out, _ = jit_and_run(fn, x)
+    assert torch.equal(out, fn(x))
+    (seg,) = _report(jitted).plan.segments
+    assert seg.threads_per_row == threads

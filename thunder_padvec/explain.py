@@ -9,7 +9,7 @@ from pathlib import Path
 from . import ir
 from .fusion import Fallback, PadvecFusion, Specialization
 from .schedule import LaunchParams
-from .vectorize import Frontier
+from .vectorize import Frontier, VectorPlan
 
 
 @dataclass(frozen=True)
@@ -37,12 +37,15 @@ class FusionReport:
     source_path: Path | None
     kernel: ir.Kernel
     widths: dict[str, int] = field(default_factory=dict)
+    plan: VectorPlan | None = None  # the vector plan of the last call's specialization
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
         if self.launch is None:
             return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
+        if self.plan is not None:
+            head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         head.append(f"  source: {self.source_path}")
         cols = ("tensor", "role", "via", "projected", "width", "access")
         rows = [cols] + [
@@ -98,7 +101,8 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
         return FusionReport(fusion.name, trace, ops, [], None, note, None, fusion.kernel)
     accesses = _accesses(fusion.kernel, spec)
     return FusionReport(
-        fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses)
+        fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
+        spec.plan,
     )
 
 

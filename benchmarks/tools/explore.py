@@ -13,8 +13,8 @@ from thunder_padvec import configs, padvec, schedule
 from thunder_padvec.examples import litgpt_rope, rope_inputs, rope_one_entry
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 
-TUNINGS = [(512, 256), (0, 256)]  # (max_row_bytes, block)
-PICK = ["seed-b256", "Llama-2-7b-b1", "phi-2-b2", "pythia-160m-b2", "Gemma-7b-b1", "Phi-3-mini-b1", "Llama-3-8B-b2"]
+TUNINGS = [(512, 256)]  # (max_row_bytes, block)
+PICK = sys.argv[1:] or [c.id for c in configs.ALL]
 
 
 def main() -> None:

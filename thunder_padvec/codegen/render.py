@@ -7,9 +7,12 @@ the thread. Slices and broadcasts only move indices, so they emit no code.
 
 The kernel runs in three phases separated by ``__syncthreads()``: staged inputs are copied into
 shared memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are copied
-out (2). In row mode the segment's code is a template on the column group ``G`` the warp
-computes, so that the coordinates of every lane are compile-time constants. ``padvec_run(phase, ...)`` holds each phase's work, so that the host emulator can run
-the phases one after another for every thread of a block. The source names nothing from the
+out (2). In staged row mode the segment's code is a template on the column group ``G`` the
+warp computes, so that the coordinates of every lane are compile-time constants. In tiled row mode
+a thread's first column ``col`` is a run-time value, but every branch along the row is uniform over
+the threads sharing the row, so predicates read the compile-time column ``l`` of the thread's slab
+and addresses the true column ``col + l``. ``padvec_run(phase, ...)`` holds each phase's work, so
+that the host emulator can run the phases one after another for every thread of a block. The source names nothing from the
 trace, so structurally equal regions share binaries.
 """
 
@@ -48,8 +51,11 @@ class _Segment:
         """The register of ``site_id`` at lane ``j`` of the chunk."""
         return f"s{self.names.get(site_id, site_id)}[{j}]"
 
-    def lane_coord(self, ref_dim: int) -> str:
-        """The reference coordinate along ``ref_dim`` of lane ``l`` of this thread."""
+    def lane_coord(self, ref_dim: int, predicate: bool = False) -> str:
+        """The reference coordinate along ``ref_dim`` of lane ``l`` of this thread; for a
+        ``predicate``, in tiled row mode, the column within the slab (a compile-time constant)."""
+        if predicate and self.seg.tiled and ref_dim == len(self.shape) - 1:
+            return "l"
         inner = math.prod(self.shape[ref_dim + 1:])
         if inner >= self.seg.lanes:
             return f"c{ref_dim}"
@@ -58,17 +64,17 @@ class _Segment:
             step = f"(({step}) % {self.shape[ref_dim]})"
         return f"(c{ref_dim} + {step})"
 
-    def node_coord(self, site: Site, dim: int) -> str | int:
+    def node_coord(self, site: Site, dim: int, predicate: bool = False) -> str | int:
         """The node's coordinate along ``dim`` at lane ``l``; an int where it is constant."""
         ref, offset = site.index_map[dim]
         if ref is None:
             return offset
-        return self.lane_coord(ref) + (f" + {offset}" if offset else "")
+        return self.lane_coord(ref, predicate) + (f" + {offset}" if offset else "")
 
     def box_guard(self, box) -> str:
         terms = []
         for ref_dim, (lo, hi) in enumerate(box):
-            coord = self.lane_coord(ref_dim)
+            coord = self.lane_coord(ref_dim, predicate=True)
             if lo > 0:
                 terms.append(f"{coord} >= {lo}")
             if hi < self.shape[ref_dim]:
@@ -162,7 +168,7 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
     (operand,) = site.operands
     terms = []
     for dim, (lo, hi) in enumerate(node.widths):
-        coord = r.node_coord(site, dim)
+        coord = r.node_coord(site, dim, predicate=True)
         size_in = node.type.shape[dim] - lo - hi
         if isinstance(coord, int):
             if not 0 <= coord - lo < size_in:
@@ -180,7 +186,7 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
 
 
 def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
-    coord = r.node_coord(site, node.dim)
+    coord = r.node_coord(site, node.dim, predicate=True)
     live, end = [], 0
     for operand, piece in zip(site.operands, node.operands):
         end += r.plan.kernel.node(piece).type.shape[node.dim]
@@ -199,7 +205,8 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     if staging is not None:
         destination = f"{_staged_row(staging)} + l"
     elif shape == r.shape and not any(store.offsets):
-        destination = f"args.out{store.output_index} + (base + l)"
+        column = f"c{len(shape) - 1} + " if r.seg.tiled else ""
+        destination = f"args.out{store.output_index} + (base + {column}l)"
     else:
         strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
         terms = [
@@ -230,8 +237,8 @@ def _coordinates(seg: SegmentPlan) -> list[str]:
     shape, lanes = seg.segment.shape, seg.lanes
     lines = [f"const {IDX} base = group * {lanes};"]
     rest = "base"
-    if seg.whole_rows:  # a thread owns one whole row: it starts at coordinate 0 of the row
-        lines.append(f"const {IDX} c{len(shape) - 1} = 0;")
+    if seg.whole_rows:  # a thread owns one whole row, from column ``col`` on (0 but in tiled mode)
+        lines.append(f"const {IDX} c{len(shape) - 1} = col;")
         shape, rest = shape[:-1], "group"
     lines.append(f"{IDX} rest = {rest};")
     for d in reversed(range(len(shape))):
@@ -271,16 +278,23 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
             chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
         chunk += _render_store(r, store, width)
-    span = seg.columns(0)
-    width = span.stop - span.start
-    body += [
-        "#pragma unroll",
-        f"for (int c = G * {width}; c < (G + 1) * {width} && c < {seg.lanes}; c += {seg.chunk}) {{",
-        *("  " + line for line in chunk),
-        "}",
-    ]
+    if seg.tiled:  # one block per step: its first column, and the threads that take part
+        for first, chunks in seg.steps:
+            inner = ["  " + line for line in chunk]
+            if chunks < seg.threads_per_row:
+                inner = [f"  if (col < {chunks * seg.chunk}) {{", *("  " + line for line in inner), "  }"]
+            body += ["{", f"  const int c = {first * seg.chunk};", *inner, "}"]
+    else:
+        span = seg.columns(0)
+        width = span.stop - span.start
+        body += [
+            "#pragma unroll",
+            f"for (int c = G * {width}; c < (G + 1) * {width} && c < {seg.lanes}; c += {seg.chunk}) {{",
+            *("  " + line for line in chunk),
+            "}",
+        ]
     head = (f"template <int G> PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group, "
-            f"unsigned char* smem, const int tile_row) {{")
+            f"unsigned char* smem, const int tile_row, const int col) {{")
     return [head, *("  " + line for line in body), "}", ""]
 
 
@@ -335,7 +349,14 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     for i, (seg, launch) in enumerate(zip(plan.segments, params.segments)):
         keyword = "if" if i == 0 else "} else if"
         lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
-        if seg.whole_rows:
+        if seg.tiled:
+            threads, tile = seg.threads_per_row, seg.tile_rows
+            lines += [
+                f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {tile} + threadIdx.x / {threads};",
+                f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
+                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0, col);",
+            ]
+        elif seg.whole_rows:
             k, tile = seg.column_groups, seg.tile_rows
             lines += [
                 f"    const {IDX} first_row = ({IDX})(block - {launch.first_block}u) * {tile};",
@@ -348,14 +369,14 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
             lines.append("    if (phase == 1 && tile_row < rows) {")
             lines.append(f"      const int column_group = (int)(threadIdx.x / 32) % {k};")
             for g in range(k):
-                lines.append(f"      if (column_group == {g}) padvec_segment{i}<{g}>(args, group, smem, tile_row);")
+                lines.append(f"      if (column_group == {g}) padvec_segment{i}<{g}>(args, group, smem, tile_row, 0);")
             lines.append("    }")
             if seg.staged:
                 lines.append(f"    if (phase == 2) padvec_stage_out{i}(args, first_row, rows, smem);")
         else:
             lines += [
                 f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {params.block} + threadIdx.x;",
-                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0);",
+                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0, 0);",
             ]
     if params.segments:
         lines.append("  }")
@@ -363,10 +384,12 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
 
 
 def _entry(params: LaunchParams) -> list[str]:
-    smem = max(params.smem_bytes, 16)
+    head = f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{"
+    if not params.smem_bytes:  # nothing staged: the arithmetic phase alone, no barriers
+        return [head, "  padvec_run(1, args, nullptr);", "}"]
     return [
-        f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{",
-        f"  alignas(16) __shared__ unsigned char smem[{smem}];",
+        head,
+        f"  alignas(16) __shared__ unsigned char smem[{params.smem_bytes}];",
         "  padvec_run(0, args, smem);",
         "  __syncthreads();",
         "  padvec_run(1, args, smem);",

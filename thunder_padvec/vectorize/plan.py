@@ -7,8 +7,18 @@ a thread owns a whole row instead, walked in chunks of one 16-byte vector: every
 along the row is then a compile-time constant, so the selects fold away and each chunk runs only
 its own piece's arithmetic.
 
-Staging. One thread per row would make each warp access memory at a stride of one row. So in
-row mode a block's tile of rows moves between global and shared memory at once, consecutive
+Tiles. One thread per row would make each warp access memory at a stride of one row. The points
+along a row at which the code changes (a pad's or a cat piece's edge, a box's bound) cut it into
+slabs. Where they fall on chunk boundaries, ``threads_per_row`` consecutive threads share a row
+instead, in *steps*: at each step the threads take consecutive chunks of one slab, thread ``t``
+the step's first chunk plus ``t`` (threads past the slab's end sit the step out). All threads of
+a step run the same code, so the coordinates it branches on are compile-time constants, and a
+quarter warp reads and writes up to 128 contiguous bytes of a row straight from global memory
+(LitGPT's RoPE with its halves at 48, 64 or 128 features). The widest sharing that keeps at least
+``MIN_THREAD_USE`` of the threads busy wins; rows it does not suit (the seed's RoPE with 4-wide
+halves) are staged.
+
+Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
 threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
 memory are copied in before the arithmetic, outputs copied out after it, and every read of a
 staged input, shifted along the row or not, comes from shared memory; the input is read from
@@ -35,6 +45,8 @@ WARP = 32
 SMEM_BYTES_PER_BLOCK = 48 * 1024  # the static shared memory every CUDA device gives a block
 STAGED_WARPS = 8  # warps of a block in row mode
 CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split the row
+MAX_STEPS = 8  # a row's chunks per thread, at most, when threads share rows
+MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
 
 
 @dataclass(frozen=True)
@@ -70,16 +82,34 @@ class SegmentPlan:
     widths: tuple[int, ...]  # per site: the load width of inputs, the projected width of other nodes
     store_widths: tuple[int, ...]  # per store
     staged: tuple[Staging, ...] = ()
-    column_groups: int = 1  # warps that split a row (row mode)
+    column_groups: int = 1  # warps that split a row (staged row mode)
+    threads_per_row: int = 1  # consecutive threads that share a row, chunk by chunk (tiled row mode)
+    steps: tuple[tuple[int, int], ...] = ()  # tiled: (first chunk, chunks) of each step of the threads
 
     @property
     def whole_rows(self) -> bool:
         return bool(self.segment.shape) and self.lanes == self.segment.shape[-1]
 
     @property
+    def mapping(self) -> str:
+        """How threads cover the segment, in words."""
+        shape = "x".join(map(str, self.segment.shape))
+        if self.tiled:
+            return (f"[{shape}] rows shared by {self.threads_per_row} threads, {self.chunk}-lane chunks, "
+                    f"{len(self.steps)} steps")
+        if self.whole_rows:
+            return (f"[{shape}] a row per thread in {self.chunk}-lane chunks, staged in shared memory, "
+                    f"{self.column_groups} column group(s)")
+        return f"[{shape}] {self.lanes} lanes per thread"
+
+    @property
+    def tiled(self) -> bool:
+        return self.whole_rows and self.threads_per_row > 1
+
+    @property
     def tile_rows(self) -> int:
-        """Rows a block stages (row mode)."""
-        return WARP * STAGED_WARPS // self.column_groups
+        """Rows a block covers (row mode)."""
+        return WARP * STAGED_WARPS // (self.column_groups * self.threads_per_row)
 
     @property
     def smem_bytes(self) -> int:
@@ -147,16 +177,77 @@ def _resizes_rows(kernel: ir.Kernel, segment: Segment) -> bool:
     return False
 
 
-def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int]:
-    """``(lanes, chunk)`` of a segment: one vector, or (row mode) one row in chunks of a vector."""
+def row_breakpoints(kernel: ir.Kernel, segment: Segment) -> set[int]:
+    """The columns of the reference's rows at which the code of a row changes: the bounds of the
+    sites' and stores' boxes, and the edges of pads and cat pieces along the row."""
+    last = len(segment.shape) - 1
+    points = set()
+    for site in segment.sites:
+        points.update(site.box[last])
+        node = kernel.node(site.node)
+        for d, (ref, offset) in enumerate(site.index_map):
+            if ref != last:
+                continue
+            if isinstance(node, ir.Pad) and node.widths[d] != (0, 0):
+                lo, hi = node.widths[d]
+                points.update((lo - offset, node.type.shape[d] - hi - offset))
+            if isinstance(node, ir.Cat) and node.dim == d:
+                end = 0
+                for piece in node.operands:
+                    end += kernel.node(piece).type.shape[d]
+                    points.add(end - offset)
+    for store in segment.stores:
+        points.update(store.box[last])
+    return {p for p in points if 0 < p < segment.shape[last]}
+
+
+def row_steps(kernel: ir.Kernel, segment: Segment, chunk: int, threads: int) -> tuple[tuple[int, int], ...] | None:
+    """The steps of ``threads`` threads sharing a row: ``(first chunk, chunks)``, a slab at a time;
+    None where a breakpoint falls inside a chunk."""
+    row = segment.shape[-1]
+    points = sorted(row_breakpoints(kernel, segment) | {0, row})
+    if any(p % chunk for p in points):
+        return None
+    steps = []
+    for lo, hi in zip(points, points[1:]):
+        first, size = lo // chunk, (hi - lo) // chunk
+        steps += [(first + k, min(threads, size - k)) for k in range(0, size, threads)]
+    return tuple(steps)
+
+
+def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) -> tuple[int, tuple] | None:
+    """``(threads_per_row, steps)``: the most threads, at least ``least``, that keep ``MIN_THREAD_USE``
+    of their slots busy in at most ``MAX_STEPS`` steps."""
+    threads = WARP
+    while threads >= least:
+        steps = row_steps(kernel, segment, chunk, threads)
+        if steps is None:
+            return None
+        if len(steps) <= MAX_STEPS and sum(n for _, n in steps) >= MIN_THREAD_USE * threads * len(steps):
+            return threads, steps
+        threads //= 2
+    return None
+
+
+def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int, tuple | None]:
+    """``(lanes, chunk, sharing)`` of a segment: one vector, or (row mode) one row in chunks of a
+    vector, shared by threads as ``sharing = (threads_per_row, steps)`` says, or staged."""
     itemsizes = [kernel.node(s.output).type.dtype.itemsize for s in segment.stores]
     chunk = MAX_VECTOR_BYTES // min(itemsizes)
     shape = segment.shape
     row = shape[-1] if shape else 1
-    if shape and chunk <= row and row * max(itemsizes) <= max_row_bytes and _resizes_rows(kernel, segment):
-        return row, min(chunk, pow2_factor(row))
+    if shape and chunk <= row and _resizes_rows(kernel, segment):
+        chunk = min(chunk, pow2_factor(row))
+        sharing = share_rows(kernel, segment, chunk)
+        if sharing is not None:
+            return row, chunk, sharing
+        if row * max(itemsizes) <= max_row_bytes:
+            return row, chunk, None
+        sharing = share_rows(kernel, segment, chunk, least=2)
+        if sharing is not None:
+            return row, chunk, sharing
     lanes = min(lane_capacity(shape), chunk)
-    return lanes, lanes
+    return lanes, lanes, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,7 +325,7 @@ def _column_groups(seg: SegmentPlan) -> int:
 
 
 def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) -> tuple[Staging, ...]:
-    if not seg.whole_rows:
+    if not seg.whole_rows or seg.tiled:
         return ()
     staged = []
     for node in kernel.inputs:
@@ -264,7 +355,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
     segment_plans = []
     for segment in projection.segments:
-        lanes, chunk = choose_lanes(kernel, segment, max_row_bytes)
+        lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes)
         outputs = [kernel.node(s.output) for s in segment.stores]
         widths = [width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites]
         store_widths = tuple(
@@ -272,8 +363,9 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
                      Layout(contiguous_strides(node.type.shape), output_alignments[store.output_index]))
             for node, store in zip(outputs, segment.stores)
         )
-        seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths)
-        if seg.whole_rows:
+        threads, steps = sharing or (1, ())
+        seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
+        if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input)
         if staged:

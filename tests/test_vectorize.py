@@ -192,3 +192,25 @@ def test_threads_per_row_follow_the_breakpoints(emulated, generator, fn, shape, 
     assert torch.equal(out, fn(x))
     (seg,) = _report(jitted).plan.segments
     assert seg.threads_per_row == threads
+
+
+@pytest.mark.parametrize("case", ROW_CASES[:4], ids=lambda c: f"hs{c[0]}-rope{c[1]}")
+def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, monkeypatch, case):
+    """With the launch-size floor lifted, a tiled thread takes rows of several heads: cos and sin,
+    broadcast along the heads, are loaded once for all of them."""
+    from thunder_padvec import schedule
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    hs, n, dtype, threads, _ = case
+    x = randn(2, 4, 3, hs, dtype=dtype, generator=generator)
+    cos, sin = randn(3, n, dtype=dtype, generator=generator), randn(3, n, dtype=dtype, generator=generator)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.row_dim) == (threads, 1), str(report)
+    assert seg.rows_per_thread == min(4, 8 // len(seg.steps)), str(report)
+    # one load of cos per step that ropes, whatever the rows per thread
+    roping_steps = sum(1 for first, _ in seg.steps if first * seg.chunk < n)
+    assert report.source.count("args.in1 +") == roping_steps

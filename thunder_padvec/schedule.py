@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from .vectorize import VectorPlan
-from .vectorize.plan import STAGED_WARPS, WARP
+from .vectorize.plan import MIN_THREADS, STAGED_WARPS, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 
@@ -22,6 +22,7 @@ class Tuning:
 
     block: int = 256
     max_row_bytes: int = 512  # a thread owns whole rows up to this size (see vectorize.plan)
+    min_threads: int = MIN_THREADS  # threads share rows' broadcast loads while a launch keeps this many
 
 
 TUNING = Tuning()
@@ -70,7 +71,7 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         block = WARP * STAGED_WARPS
     segments, first = [], 0
     for seg in plan.segments:
-        groups = math.prod(seg.segment.shape) // seg.lanes
+        groups = seg.groups
         blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks

@@ -36,6 +36,13 @@ class _Segment:
     plan: VectorPlan
     seg: SegmentPlan
     names: dict = field(default_factory=dict)  # site id -> id of the site whose registers hold its value
+    # Tiled row mode: the step being rendered (its first column, and the guard of a partial step), and
+    # the global loads of all steps, hoisted in front of them and shared between equal addresses.
+    step_column: int | None = None
+    row: int | None = None  # the thread's row (of ``rows_per_thread``) being rendered
+    step_guard: str = ""
+    loads: dict = field(default_factory=dict)  # (address, guard, width) -> register array
+    hoisted: list = field(default_factory=list)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -56,6 +63,8 @@ class _Segment:
         ``predicate``, in tiled row mode, the column within the slab (a compile-time constant)."""
         if predicate and self.seg.tiled and ref_dim == len(self.shape) - 1:
             return "l"
+        if ref_dim == self.seg.row_dim and self.row is not None:
+            return f"c{ref_dim}_{self.row}"
         inner = math.prod(self.shape[ref_dim + 1:])
         if inner >= self.seg.lanes:
             return f"c{ref_dim}"
@@ -64,11 +73,15 @@ class _Segment:
             step = f"(({step}) % {self.shape[ref_dim]})"
         return f"(c{ref_dim} + {step})"
 
-    def node_coord(self, site: Site, dim: int, predicate: bool = False) -> str | int:
-        """The node's coordinate along ``dim`` at lane ``l``; an int where it is constant."""
+    def node_coord(self, site: Site, dim: int, predicate: bool = False, lane: int | None = None) -> str | int:
+        """The node's coordinate along ``dim`` at lane ``l`` (or at the compile-time column ``lane``
+        of a tiled step); an int where it is constant."""
         ref, offset = site.index_map[dim]
         if ref is None:
             return offset
+        last = len(self.shape) - 1
+        if lane is not None and ref == last:
+            return lane + offset if predicate else f"c{last} + {lane + offset}"
         return self.lane_coord(ref, predicate) + (f" + {offset}" if offset else "")
 
     def box_guard(self, box) -> str:
@@ -111,20 +124,50 @@ def _staged_row(staging: Staging) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _global_address(r: _Segment, site: Site, node: ir.Input, lane: int | None = None) -> str:
+    layout = r.plan.layouts[node.index]
+    terms = []
+    for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
+        coord = r.node_coord(site, dim, lane=lane)
+        if extent > 1 and stride and coord != 0:
+            terms.append(f"({coord}) * {stride}")
+    return f"args.in{node.index} + ({' + '.join(terms) or '0'})"
+
+
+def _render_hoisted_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
+    """A tiled step's load: each vector comes from a register array loaded in front of all steps,
+    one per distinct address, so that a row's aligned and shifted reads share their loads."""
+    lines = [_declare(r, site)]
+    lo, hi = site.box[-1]
+    rows_guard = r.box_guard(site.box[:-1] + ((0, r.shape[-1]),))
+    guard = " && ".join(g for g in (r.step_guard, rows_guard) if g and g != "true") or "true"
+    ctype = scalar.CTYPE[node.type.dtype]
+    for j in range(0, r.seg.chunk, width):
+        lane = r.step_column + j
+        if not lo <= lane < hi:  # not needed at this step (the code that reads it is folded away)
+            lines.append(f"padvec_fill_zero<{width}>(&s{site.id}[{j}]);")
+            continue
+        address = _global_address(r, site, node, lane)
+        key = (address, guard, width)
+        if key not in r.loads:
+            reg = r.loads[key] = f"g{len(r.loads)}"
+            load = f"padvec_load<{width}>({reg}, {address});"
+            r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
+                          load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
+        lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")
+    return lines
+
+
 def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
+    if r.step_column is not None:
+        return _render_hoisted_load(r, site, node, width)
     staging = r.seg.staging(node.name)
     if staging is not None:  # the row is in shared memory; only the row's own bounds matter
         column = r.node_coord(site, node.type.rank - 1)
         address = f"{_staged_row(staging)} + ({column} - {staging.col_lo})"
         box = tuple((0, n) for n in r.shape[:-1]) + site.box[-1:]
     else:
-        layout = r.plan.layouts[node.index]
-        terms = []
-        for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
-            coord = r.node_coord(site, dim)
-            if extent > 1 and stride and coord != 0:
-                terms.append(f"({coord}) * {stride}")
-        address = f"args.in{node.index} + ({' + '.join(terms) or '0'})"
+        address = _global_address(r, site, node)
         box = site.box
     guard = r.box_guard(box)
     load = f"padvec_load<{width}>(&s{site.id}[j], {address});"
@@ -204,7 +247,7 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     staging = r.seg.staging(store.output, output=True)
     if staging is not None:
         destination = f"{_staged_row(staging)} + l"
-    elif shape == r.shape and not any(store.offsets):
+    elif shape == r.shape and not any(store.offsets) and r.seg.rows_per_thread == 1:
         column = f"c{len(shape) - 1} + " if r.seg.tiled else ""
         destination = f"args.out{store.output_index} + (base + {column}l)"
     else:
@@ -235,6 +278,11 @@ _RENDERERS = {
 
 def _coordinates(seg: SegmentPlan) -> list[str]:
     shape, lanes = seg.segment.shape, seg.lanes
+    if seg.rows_per_thread > 1:  # the thread's rows are rows_per_thread apart along row_dim
+        d, rows = seg.row_dim, seg.rows_per_thread
+        shape = shape[:d] + (shape[d] // rows,) + shape[d + 1:]
+        lines = _coordinates(replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=shape)))
+        return lines + [f"const {IDX} c{d}_{i} = c{d} * {rows} + {i};" for i in range(rows)]
     lines = [f"const {IDX} base = group * {lanes};"]
     rest = "base"
     if seg.whole_rows:  # a thread owns one whole row, from column ``col`` on (0 but in tiled mode)
@@ -262,10 +310,10 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
     return lines
 
 
-def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]:
-    kernel = plan.kernel
-    r = _Segment(plan, seg)
-    body = _coordinates(seg) + _staged_rows(seg, kernel)
+def _render_chunk(r: _Segment) -> list[str]:
+    """The code of one chunk of lanes: a site's registers after another's, then the stores."""
+    kernel, seg = r.plan.kernel, r.seg
+    r.names = {}
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)
@@ -278,13 +326,26 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
             chunk += _RENDERERS[type(node)](r, site, node)
     for store, width in zip(seg.segment.stores, seg.store_widths):
         chunk += _render_store(r, store, width)
-    if seg.tiled:  # one block per step: its first column, and the threads that take part
-        for first, chunks in seg.steps:
-            inner = ["  " + line for line in chunk]
-            if chunks < seg.threads_per_row:
-                inner = [f"  if (col < {chunks * seg.chunk}) {{", *("  " + line for line in inner), "  }"]
-            body += ["{", f"  const int c = {first * seg.chunk};", *inner, "}"]
+    return chunk
+
+
+def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]:
+    r = _Segment(plan, seg)
+    body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
+    if seg.tiled:  # one block per row and step: its first column, and the threads that take part
+        steps = []
+        for row in range(seg.rows_per_thread):
+            r.row = row if seg.rows_per_thread > 1 else None
+            for first, chunks in seg.steps:
+                r.step_column = first * seg.chunk
+                r.step_guard = f"col < {chunks * seg.chunk}" if chunks < seg.threads_per_row else ""
+                inner = ["  " + line for line in _render_chunk(r)]
+                if r.step_guard:
+                    inner = [f"  if ({r.step_guard}) {{", *("  " + line for line in inner), "  }"]
+                steps += ["{", f"  const int c = {r.step_column};", *inner, "}"]
+        body += r.hoisted + steps
     else:
+        chunk = _render_chunk(r)
         span = seg.columns(0)
         width = span.stop - span.start
         body += [

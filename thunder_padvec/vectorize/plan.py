@@ -18,6 +18,10 @@ quarter warp reads and writes up to 128 contiguous bytes of a row straight from 
 ``MIN_THREAD_USE`` of the threads busy wins; rows it does not suit (the seed's RoPE with 4-wide
 halves) are staged.
 
+Rows per thread. In tiled mode a thread also takes ``rows_per_thread`` rows that differ only along
+``row_dim``, a dim that an input is broadcast along (a RoPE's heads, for cos and sin): the loads of
+that input serve all of the thread's rows. Only as many as keep at least ``MIN_THREADS`` threads.
+
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
 threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
 memory are copied in before the arithmetic, outputs copied out after it, and every read of a
@@ -47,6 +51,8 @@ STAGED_WARPS = 8  # warps of a block in row mode
 CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split the row
 MAX_STEPS = 8  # a row's chunks per thread, at most, when threads share rows
 MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
+MAX_ROWS_PER_THREAD = 4
+MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class SegmentPlan:
     column_groups: int = 1  # warps that split a row (staged row mode)
     threads_per_row: int = 1  # consecutive threads that share a row, chunk by chunk (tiled row mode)
     steps: tuple[tuple[int, int], ...] = ()  # tiled: (first chunk, chunks) of each step of the threads
+    row_dim: int | None = None  # tiled: the dim along which a thread takes several rows
+    rows_per_thread: int = 1
 
     @property
     def whole_rows(self) -> bool:
@@ -96,7 +104,7 @@ class SegmentPlan:
         shape = "x".join(map(str, self.segment.shape))
         if self.tiled:
             return (f"[{shape}] rows shared by {self.threads_per_row} threads, {self.chunk}-lane chunks, "
-                    f"{len(self.steps)} steps")
+                    f"{len(self.steps)} steps, {self.rows_per_thread} row(s) per thread along dim {self.row_dim}")
         if self.whole_rows:
             return (f"[{shape}] a row per thread in {self.chunk}-lane chunks, staged in shared memory, "
                     f"{self.column_groups} column group(s)")
@@ -105,6 +113,11 @@ class SegmentPlan:
     @property
     def tiled(self) -> bool:
         return self.whole_rows and self.threads_per_row > 1
+
+    @property
+    def groups(self) -> int:
+        """Threads (or, tiled, thread teams) the segment needs."""
+        return math.prod(self.segment.shape) // self.lanes // self.rows_per_thread
 
     @property
     def tile_rows(self) -> int:
@@ -229,6 +242,24 @@ def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) 
     return None
 
 
+def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_THREADS) -> tuple[int | None, int]:
+    """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many."""
+    shape, last = seg.segment.shape, len(seg.segment.shape) - 1
+    candidates = []
+    for site in seg.segment.sites:
+        if isinstance(kernel.node(site.node), ir.Input):
+            used = {ref for ref, _ in site.index_map}
+            candidates += [d for d in range(last) if d not in used and shape[d] > 1]
+    if not candidates:
+        return None, 1
+    dim = max(candidates, key=lambda d: (shape[d], d))
+    rows = 1
+    while (rows < MAX_ROWS_PER_THREAD and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
+           and seg.groups // (2 * rows) * seg.threads_per_row >= min_threads):
+        rows *= 2
+    return (dim, rows) if rows > 1 else (None, 1)
+
+
 def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int, tuple | None]:
     """``(lanes, chunk, sharing)`` of a segment: one vector, or (row mode) one row in chunks of a
     vector, shared by threads as ``sharing = (threads_per_row, steps)`` says, or staged."""
@@ -350,7 +381,7 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
-         max_row_bytes: int = MAX_ROW_BYTES) -> VectorPlan:
+         max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS) -> VectorPlan:
     kernel = projection.kernel
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
     segment_plans = []
@@ -365,6 +396,9 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         )
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
+        if seg.tiled:
+            row_dim, rows = rows_per_thread(kernel, seg, min_threads)
+            seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input)

@@ -24,3 +24,7 @@ class CompileError(PadvecError):
 
 class LaunchError(PadvecError):
     """The CUDA driver refused to load or launch a kernel."""
+
+
+class UnsupportedError(PadvecError):
+    """A region padvec claimed turns out, for the tensors of a call, to be beyond what it can run."""

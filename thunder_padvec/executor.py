@@ -77,12 +77,32 @@ class PadvecExecutor(FusionExecutor):
             return False
         return self.get_fuel()
 
+    def _unfoldable(self, trace: TraceCtx) -> set[int]:
+        """Ids of the bound symbols with a reshape or permute of a value padvec would compute: a
+        kernel folds those ops only into the loads of its inputs, so they stay in PyTorch."""
+        computed: set[str] = set()
+        blocked: set[int] = set()
+        for bsym in trace.bound_symbols:
+            if not self.can_fuse(bsym):
+                continue
+            for prim in self.flatten(bsym):
+                from_computed = any(p.name in computed for p in prim.flat_proxy_args)
+                if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
+                    computed.update(p.name for p in prim.flat_proxy_outs)
+                if prim.sym.id in ops.FOLDED_PRIMS and from_computed:
+                    blocked.add(id(bsym))
+        return blocked
+
     def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
         start = time.perf_counter_ns()
         fused_trace = from_trace(trace)
         producers, consumers = utils.producers_and_consumers(trace)
 
+        blocked = self._unfoldable(trace)
+
         def claimable(node: Node) -> bool:
+            if any(id(b) in blocked for b in node.group_bsyms):
+                return False
             return len(node.group_bsyms) > 1 or self.can_fuse(node.group_bsyms[0])
 
         fused_bsyms, counter = [], 0

@@ -69,7 +69,7 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
             rows.append(Access(staging.tensor, role, "", staging.cols, staging.width, "staged"))
         for site, width in zip(seg.segment.sites, seg.widths):
             node = kernel.node(site.node)
-            if isinstance(node, ir.Input):
+            if isinstance(node, ir.LOADS):
                 kind = "shared" if seg.staging(node.name) else "cached" if site.aligned else "direct"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):

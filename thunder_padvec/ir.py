@@ -146,7 +146,21 @@ class Cat(Node):
         return self.operands
 
 
+@dataclass(frozen=True)
+class View(Node):
+    """A chain of layout ops applied to the kernel input ``operand``, folded into the addresses of
+    its loads: ``("reshape", shape)``, ``("permute", dims)``, ``("slice", start, end)`` and
+    ``("expand", shape, broadcast_dims)``. Read like an input; it never exists in memory."""
+
+    operand: str
+    chain: tuple[tuple, ...]
+
+    def operand_names(self) -> tuple[str, ...]:
+        return (self.operand,)
+
+
 RESIZE_NODES = (Pad, Slice, Cat)
+LOADS = (Input, View)  # the nodes a kernel reads from global memory
 
 # The elementwise vocabulary. Codegen renders every name here; ops.py maps Thunder prims onto them.
 UNARY_MATH = (

@@ -16,6 +16,7 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
     for index, proxy in enumerate(inputs):
         kernel_inputs.append(ir.Input(proxy.name, lowering.tensor_type(proxy), index))
         lowering.env[proxy.name] = proxy.name
+        lowering.chains[proxy.name] = (proxy.name, ())
     for bsym in bsyms:
         _, translate = ops.OPS[bsym.sym.id]
         node = translate(bsym, lowering)

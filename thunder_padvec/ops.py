@@ -103,6 +103,13 @@ class Lowering:
     def __init__(self):
         self.nodes: list[ir.Node] = []
         self.env: dict[str, ir.Operand] = {}
+        # proxies that are layout ops of a kernel input: their input's name and the ops
+        self.chains: dict[str, tuple[str, tuple[tuple, ...]]] = {}
+
+    def extend_chain(self, operand, out, op: tuple) -> None:
+        if isinstance(operand, TensorProxy) and operand.name in self.chains:
+            source, chain = self.chains[operand.name]
+            self.chains[out.name] = (source, (*chain, op))
 
     def operand(self, x) -> ir.Operand:
         if isinstance(x, TensorProxy):
@@ -192,6 +199,7 @@ def _broadcast_in_dim_problem(a, shape, broadcast_dims) -> str | None:
 def _translate_broadcast(bsym, lowering: Lowering) -> ir.Node:
     a, _, broadcast_dims = bsym.args[:3]
     out = bsym.output
+    lowering.extend_chain(a, out, ("expand", tuple(int(s) for s in out.shape), tuple(broadcast_dims)))
     return ir.Broadcast(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(broadcast_dims))
 
 
@@ -242,6 +250,7 @@ def _slice_problem(a, start, end, strides=None) -> str | None:
 def _translate_slice(bsym, lowering: Lowering) -> ir.Node:
     a, start, end = bsym.args[:3]
     out = bsym.output
+    lowering.extend_chain(a, out, ("slice", tuple(start), tuple(end)))
     return ir.Slice(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(start), tuple(end))
 
 
@@ -263,3 +272,39 @@ def _translate_cat(bsym, lowering: Lowering) -> ir.Node:
 _register(prims.pad, _pad_problem, _translate_pad)
 _register(prims.slice_prim, _slice_problem, _translate_slice)
 _register(prims.cat, _cat_problem, _translate_cat)
+
+
+# --------------------------------------------------------------------------------------------
+# Layout ops: folded into the loads of a kernel input (the executor claims them only there)
+# --------------------------------------------------------------------------------------------
+
+LAYOUT_PRIMS = {prims.reshape.id, prims.transpose.id, prims.slice_prim.id, prims.broadcast_in_dim.id}
+FOLDED_PRIMS = {prims.reshape.id, prims.transpose.id}  # claimed only on layout ops of a region's input
+
+
+def _reshape_problem(a, shape) -> str | None:
+    if not all(isinstance(s, int) for s in shape):
+        return "a symbolic shape"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _transpose_problem(a, permutation) -> str | None:
+    if not all(isinstance(d, int) for d in permutation):
+        return "a symbolic permutation"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _view_translator(make_op: Callable[[object], tuple]) -> Translator:
+    def translate(bsym, lowering: Lowering) -> ir.Node:
+        a, out = bsym.args[0], bsym.output
+        if a.name not in lowering.chains:
+            raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
+        lowering.extend_chain(a, out, make_op(bsym))
+        source, chain = lowering.chains[out.name]
+        return ir.View(out.name, lowering.tensor_type(out), source, chain)
+
+    return translate
+
+
+_register(prims.reshape, _reshape_problem, _view_translator(lambda b: ("reshape", tuple(int(s) for s in b.args[1]))))
+_register(prims.transpose, _transpose_problem, _view_translator(lambda b: ("permute", tuple(b.args[1]))))

@@ -124,17 +124,29 @@ def _staged_row(staging: Staging) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _global_address(r: _Segment, site: Site, node: ir.Input, lane: int | None = None) -> str:
-    layout = r.plan.layouts[node.index]
-    terms = []
-    for dim, (extent, stride) in enumerate(zip(node.type.shape, layout.strides)):
+def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = None) -> str:
+    """The address of a site's lane of an input or of a view (its dims' components, see vectorize.views)."""
+    layout = r.plan.layout_of(node)
+    source = r.plan.kernel.node(node.operand) if isinstance(node, ir.View) else node
+    components = layout.components or tuple(((e, s),) for e, s in zip(node.type.shape, layout.strides))
+    terms = [str(layout.offset)] if layout.offset else []
+    for dim, parts in enumerate(components):
         coord = r.node_coord(site, dim, lane=lane)
-        if extent > 1 and stride and coord != 0:
-            terms.append(f"({coord}) * {stride}")
-    return f"args.in{node.index} + ({' + '.join(terms) or '0'})"
+        if coord == 0:
+            continue
+        inner = math.prod(e for e, _ in parts)
+        for k, (extent, stride) in enumerate(parts):
+            inner //= extent
+            if extent == 1 or not stride:
+                continue
+            digit = f"({coord})" if inner == 1 else f"(({coord}) / {inner})"
+            if k:
+                digit = f"({digit} % {extent})"
+            terms.append(f"{digit} * {stride}")
+    return f"args.in{source.index} + ({' + '.join(terms) or '0'})"
 
 
-def _render_hoisted_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
+def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:
     """A tiled step's load: each vector comes from a register array loaded in front of all steps,
     one per distinct address, so that a row's aligned and shifted reads share their loads."""
     lines = [_declare(r, site)]
@@ -158,7 +170,7 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Input, width: int) ->
     return lines
 
 
-def _render_load(r: _Segment, site: Site, node: ir.Input, width: int) -> list[str]:
+def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:
     if r.step_column is not None:
         return _render_hoisted_load(r, site, node, width)
     staging = r.seg.staging(node.name)
@@ -320,7 +332,7 @@ def _render_chunk(r: _Segment) -> list[str]:
         site = replace(site, operands=tuple(r.names.get(o, o) for o in site.operands))
         if isinstance(node, (ir.Slice, ir.Broadcast)):  # views: their operand's registers hold their value
             r.names[site.id] = site.operands[0]
-        elif isinstance(node, ir.Input):
+        elif isinstance(node, ir.LOADS):
             chunk += _render_load(r, site, node, width)
         else:
             chunk += _RENDERERS[type(node)](r, site, node)
@@ -333,12 +345,12 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
     r = _Segment(plan, seg)
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
     if seg.tiled:  # one block per row and step: its first column, and the threads that take part
-        steps = []
+        steps, busiest = [], max(n for _, n in seg.steps)  # threads past the busiest step's returned early
         for row in range(seg.rows_per_thread):
             r.row = row if seg.rows_per_thread > 1 else None
             for first, chunks in seg.steps:
                 r.step_column = first * seg.chunk
-                r.step_guard = f"col < {chunks * seg.chunk}" if chunks < seg.threads_per_row else ""
+                r.step_guard = f"col < {chunks * seg.chunk}" if chunks < busiest else ""
                 inner = ["  " + line for line in _render_chunk(r)]
                 if r.step_guard:
                     inner = [f"  if ({r.step_guard}) {{", *("  " + line for line in inner), "  }"]
@@ -412,10 +424,12 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
         if seg.tiled:
             threads, tile = seg.threads_per_row, seg.tile_rows
+            busiest = max(n for _, n in seg.steps)
+            busy = f" && col < {busiest * seg.chunk}" if busiest < threads else ""
             lines += [
                 f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {tile} + threadIdx.x / {threads};",
                 f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
-                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0, col);",
+                f"    if (phase == 1 && group < {launch.groups}{busy}) padvec_segment{i}<0>(args, group, smem, 0, col);",
             ]
         elif seg.whole_rows:
             k, tile = seg.column_groups, seg.tile_rows

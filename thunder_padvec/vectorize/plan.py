@@ -41,7 +41,9 @@ import math
 from dataclasses import dataclass, replace
 
 from .. import ir
+from ..errors import UnsupportedError
 from .projection import Frontier, Projection, Segment, Site, inner_run, lane_capacity, pow2_factor
+from .views import fold
 
 MAX_VECTOR_BYTES = 16
 MAX_ROW_BYTES = 512
@@ -61,6 +63,8 @@ class Layout:
 
     strides: tuple[int, ...]
     alignment: int
+    components: tuple | None = None  # a view's dims as mixed-radix components (see .views)
+    offset: int = 0  # a view's first element, from its input's data pointer
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,12 @@ class VectorPlan:
     layouts: tuple[Layout, ...]  # per kernel input
     output_alignments: tuple[int, ...]
     segments: tuple[SegmentPlan, ...]
+    views: tuple[tuple[str, Layout], ...] = ()  # the layout of each view node
+
+    def layout_of(self, node: ir.Node) -> Layout:
+        if isinstance(node, ir.View):
+            return dict(self.views)[node.name]
+        return self.layouts[node.index]
 
     @property
     def kernel(self) -> ir.Kernel:
@@ -172,7 +182,23 @@ def width_of(node: ir.Node, frontier: Frontier, chunk: int, layout: Layout | Non
         for d, (size, stride) in enumerate(zip(shape, layout.strides)):
             if d not in spanned and size > 1:
                 width = min(width, pow2_factor(stride))
+        for d, components in enumerate(layout.components or ()):
+            if len(components) < 2:
+                continue
+            if d in spanned:  # contiguous only within its innermost component
+                width = min(width, math.prod(shape[d + 1:]) * pow2_factor(components[-1][0]))
+            else:
+                width = min(width, *(pow2_factor(s) for _, s in components))
     return max(width, 1)
+
+
+def view_layout(node: ir.View, source: ir.Input, layout: Layout) -> Layout:
+    """The layout of a view of an input; :class:`UnsupportedError` where the chain can't be folded."""
+    folded = fold(node.chain, source.type.shape, layout.strides)
+    if folded is None:
+        raise UnsupportedError(f"the layout ops of {node.name} can't be folded for strides {layout.strides}")
+    alignment = min(layout.alignment, pow2_factor(folded.offset * source.type.dtype.itemsize))
+    return Layout(folded.strides(), alignment, folded.dims, folded.offset)
 
 
 def _resizes_rows(kernel: ir.Kernel, segment: Segment) -> bool:
@@ -247,7 +273,7 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
     candidates = []
     for site in seg.segment.sites:
-        if isinstance(kernel.node(site.node), ir.Input):
+        if isinstance(kernel.node(site.node), ir.LOADS):
             used = {ref for ref, _ in site.index_map}
             candidates += [d for d in range(last) if d not in used and shape[d] > 1]
     if not candidates:
@@ -384,6 +410,9 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
          max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS) -> VectorPlan:
     kernel = projection.kernel
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
+    views = tuple((n.name, view_layout(n, kernel.node(n.operand), by_input[n.operand]))
+                  for n in kernel.nodes if isinstance(n, ir.View))
+    by_input.update(views)
     segment_plans = []
     for segment in projection.segments:
         lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes)
@@ -410,4 +439,4 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
                     widths[site.id] = _staged_width(site, free, staging)
             seg = replace(seg, widths=tuple(widths), staged=staged)
         segment_plans.append(seg)
-    return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans))
+    return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans), views)

@@ -180,7 +180,7 @@ def operand_edges(kernel: ir.Kernel, node: ir.Node, index_map: IndexMap, frontie
                 piece_frontier = _resize_dim(frontier, node.dim, offset, total - offset - size)
                 yield k, piece, _shift(index_map, node.dim, -offset), piece_frontier
             offset += size
-    elif not isinstance(node, ir.Input):
+    elif not isinstance(node, ir.LOADS):
         raise TypeError(f"no projection rule for {type(node).__name__}")
 
 

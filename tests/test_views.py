@@ -1,0 +1,119 @@
+"""Layout ops folded into loads: the folding itself, and LitGPT's qkv split fused with its RoPE."""
+
+import itertools
+
+import pytest
+import torch
+
+from helpers import jit_and_run, randn, unfused_ops
+from thunder_padvec import explain, schedule
+from thunder_padvec.examples import qkv_split_rope
+from thunder_padvec.vectorize.views import fold
+
+
+def _gather(x: torch.Tensor, layout) -> torch.Tensor:
+    """The elements a folded view addresses, read from ``x``'s storage."""
+    shape = tuple(math_prod(e for e, _ in comps) for comps in layout.dims)
+    storage = x.as_strided((x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
+    index = torch.empty(shape, dtype=torch.long)
+    for coords in itertools.product(*(range(s) for s in shape)):
+        address = x.storage_offset() + layout.offset
+        for c, comps in zip(coords, layout.dims):
+            inner = math_prod(e for e, _ in comps)
+            for extent, stride in comps:
+                inner //= extent
+                address += (c // inner % extent) * stride
+        index[coords] = address
+    return storage[index]
+
+
+def math_prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+B, T, G, Q, HS = 2, 3, 2, 3, 4
+VIEW_CASES = [
+    ("qkv-q", (B, T, G * (Q + 2) * HS),
+     (("reshape", (B, T, G, Q + 2, HS)), ("permute", (0, 2, 3, 1, 4)), ("slice", (0,) * 5, (B, G, Q, T, HS)),
+      ("reshape", (B, G * Q, T, HS))),
+     lambda t: t.view(B, T, G, Q + 2, HS).permute(0, 2, 3, 1, 4)[:, :, :Q].reshape(B, G * Q, T, HS)),
+    ("qkv-k-expanded", (B, T, G * (Q + 2) * HS),
+     (("reshape", (B, T, G, Q + 2, HS)), ("permute", (0, 2, 3, 1, 4)), ("slice", (0, 0, Q, 0, 0), (B, G, Q + 1, T, HS)),
+      ("expand", (B, G, Q, T, HS), (0, 1, 2, 3, 4)), ("reshape", (B, G * Q, T, HS))),
+     lambda t: t.view(B, T, G, Q + 2, HS).permute(0, 2, 3, 1, 4)[:, :, Q:Q + 1].expand(B, G, Q, T, HS)
+     .reshape(B, G * Q, T, HS)),
+    ("permute-split", (4, 6), (("permute", (1, 0)), ("reshape", (3, 2, 4))), lambda t: t.permute(1, 0).reshape(3, 2, 4)),
+    ("merge-split", (2, 3, 4), (("reshape", (6, 4)), ("reshape", (2, 12))), lambda t: t.reshape(6, 4).reshape(2, 12)),
+]
+
+
+@pytest.mark.parametrize("case", VIEW_CASES, ids=[c[0] for c in VIEW_CASES])
+@pytest.mark.parametrize("layout", ["contiguous", "offset-view"])
+def test_fold_addresses_what_torch_reads(generator, case, layout):
+    _, shape, chain, apply = case
+    base = randn(*(s + 1 for s in shape), generator=generator)
+    x = base[tuple(slice(1, None) for _ in shape)] if layout == "offset-view" else base[tuple(slice(0, s) for s in shape)]
+    folded = fold(chain, tuple(x.shape), tuple(x.stride()))
+    assert folded is not None
+    assert torch.equal(_gather(x, folded), apply(x))
+
+
+def test_fold_declines_a_slice_across_merged_components():
+    x = torch.empty(2, 3, 4)[:, :, :3]  # rows 4 apart: a merge of dims 1 and 2 keeps two components
+    assert fold((("reshape", (2, 9)), ("slice", (0, 1), (2, 8))), tuple(x.shape), tuple(x.stride())) is None
+
+
+QKV_CASES = [  # (n_head, n_query_groups, head_size, rope_n_elem)
+    (4, 2, 16, 16),  # grouped queries: the key is expanded
+    (4, 4, 16, 16),  # one group per head
+    (4, 1, 16, 8),  # multi-query, partial rotary
+    (2, 2, 128, 128),  # Llama-sized rows: tiled
+    (4, 2, 96, 96),  # Phi-3-sized rows
+]
+
+
+@pytest.mark.parametrize("case", QKV_CASES, ids=lambda c: "nh{}-g{}-hs{}-rope{}".format(*c))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_qkv_split_rope_is_one_kernel_reading_qkv(emulated, generator, case, dtype):
+    nh, groups, hs, n = case
+    qkv = randn(2, 5, (nh + 2 * groups) * hs, dtype=dtype, generator=generator)
+    cos, sin = randn(5, n, dtype=dtype, generator=generator), randn(5, n, dtype=dtype, generator=generator)
+    jitted, out, trace = jit_and_run(qkv_split_rope, qkv, cos, sin, nh, groups, hs, n)
+    expected = qkv_split_rope(qkv, cos, sin, nh, groups, hs, n)
+    for got, want in zip(out, expected):
+        assert torch.equal(got, want)
+    assert unfused_ops(trace) == []
+    (report,) = explain(jitted)
+    layout_ops = [b.sym.name for b in trace.bound_symbols if b.sym.name in ("reshape", "permute", "view", "expand", "split")]
+    assert layout_ops == []  # view, permute, split, expand and reshape all run inside the kernel
+    assert [a.tensor for a in report.accesses if a.access == "staged" and a.role == "input"] == []
+
+
+@pytest.mark.parametrize("case", QKV_CASES[3:], ids=lambda c: "nh{}-g{}-hs{}".format(*c[:3]))
+def test_qkv_views_in_tiled_rows_with_several_heads_per_thread(emulated, generator, monkeypatch, case):
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    nh, groups, hs, n = case
+    qkv = randn(1, 4, (nh + 2 * groups) * hs, dtype=torch.bfloat16, generator=generator)
+    cos, sin = randn(4, n, dtype=torch.bfloat16, generator=generator), randn(4, n, dtype=torch.bfloat16, generator=generator)
+    jitted, out, _ = jit_and_run(qkv_split_rope, qkv, cos, sin, nh, groups, hs, n)
+    for got, want in zip(out, qkv_split_rope(qkv, cos, sin, nh, groups, hs, n)):
+        assert torch.equal(got, want)
+    (report,) = explain(jitted)
+    (seg,) = report.plan.segments
+    assert seg.tiled and seg.rows_per_thread > 1, str(report)
+    assert report.widths["cos"] == 8
+
+
+def test_reshape_of_a_computed_value_stays_in_pytorch(emulated, generator):
+    def fn(x):
+        y = (x * 2.0).reshape(4, 6)
+        return torch.nn.functional.pad(y, (1, 1)) + 1.0
+
+    x = randn(2, 3, 4, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x)
+    assert torch.equal(out, fn(x))
+    names = [b.sym.name for b in trace.bound_symbols]
+    assert "reshape" in names  # between the two fusions, in PyTorch

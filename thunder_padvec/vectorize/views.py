@@ -1,0 +1,116 @@
+"""Folding a chain of layout ops on an input into the addresses of its loads.
+
+A view's dim is a mixed-radix number: a tuple of *components* ``(extent, stride)``, outermost
+first, whose extents multiply to the dim's size. Coordinate ``c`` of the dim addresses
+``sum(((c // inner_k) % extent_k) * stride_k)``, ``inner_k`` the product of the extents after
+component ``k``. A plain strided dim is one component; a reshape that merges dims a strided
+tensor can't merge (the heads of an expanded key in grouped-query attention) keeps several.
+
+- permute: reorders the dims.
+- slice [start, end): moves the base by ``start * stride``; on a dim of several components only
+  when the slice keeps whole multiples of the inner components.
+- expand (broadcast_in_dim): new and expanded dims get stride 0.
+- reshape: the components of all dims in order are the *atoms* of the element order; the new
+  dims take atoms from the front, splitting an atom ``(e, s)`` into ``(e / m, s * m), (m, s)``
+  where a dim needs only part of it (always valid in row-major order).
+
+Adjacent components that are contiguous with each other merge; extent-1 components vanish.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Component = tuple[int, int]  # (extent, stride)
+
+
+@dataclass(frozen=True)
+class ViewLayout:
+    dims: tuple[tuple[Component, ...], ...]
+    offset: int  # elements from the input's data pointer to the view's element 0
+
+    def strides(self) -> tuple[int, ...]:
+        """Per dim, the stride of its innermost component (0 for a dim of extent 1)."""
+        return tuple(d[-1][1] if d else 0 for d in self.dims)
+
+
+def _simplify(components: list[Component]) -> tuple[Component, ...]:
+    merged: list[Component] = []
+    for extent, stride in components:
+        if extent == 1:
+            continue
+        if merged and merged[-1][1] == extent * stride:
+            outer = merged.pop()
+            extent, stride = outer[0] * extent, stride
+        merged.append((extent, stride))
+    return tuple(merged)
+
+
+def _reshape(dims: list[tuple[Component, ...]], shape: tuple[int, ...]) -> list[tuple[Component, ...]] | None:
+    atoms = [c for d in dims for c in d]
+    out = []
+    for size in shape:
+        taken, need = [], size
+        while need > 1:
+            if not atoms:
+                return None
+            extent, stride = atoms.pop(0)
+            if extent <= need:
+                if need % extent:
+                    return None
+                taken.append((extent, stride))
+                need //= extent
+            else:
+                if extent % need:
+                    return None
+                taken.append((need, stride * (extent // need)))
+                atoms.insert(0, (extent // need, stride))
+                need = 1
+        out.append(_simplify(taken))
+    return out if not atoms else None
+
+
+def _slice(dim: tuple[Component, ...], start: int, end: int) -> tuple[tuple[Component, ...], int] | None:
+    """The dim's components after the slice, and the offset it adds."""
+    size = math.prod(e for e, _ in dim)
+    if start == 0 and end == size:
+        return dim, 0
+    if not dim:
+        return None
+    inner = math.prod(e for e, _ in dim[1:])
+    if start % inner or end % inner:
+        return None
+    (extent, stride), rest = dim[0], dim[1:]
+    return _simplify([((end - start) // inner, stride), *rest]), (start // inner) * stride
+
+
+def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, ...]) -> ViewLayout | None:
+    """The view of a tensor of ``shape`` and ``strides`` after ``chain``; None if it can't be folded."""
+    dims = [_simplify([(size, stride)]) for size, stride in zip(shape, strides)]
+    offset = 0
+    for op in chain:
+        kind = op[0]
+        if kind == "permute":
+            dims = [dims[d] for d in op[1]]
+        elif kind == "slice":
+            for d, (start, end) in enumerate(zip(op[1], op[2])):
+                found = _slice(dims[d], start, end)
+                if found is None:
+                    return None
+                dims[d], moved = found
+                offset += moved
+        elif kind == "expand":
+            new_shape, broadcast_dims = op[1], op[2]
+            out = [_simplify([(size, 0)]) for size in new_shape]
+            for i, d in enumerate(broadcast_dims):
+                if math.prod(e for e, _ in dims[i]) == new_shape[d]:
+                    out[d] = dims[i]
+            dims = out
+        elif kind == "reshape":
+            dims = _reshape(dims, op[1])
+            if dims is None:
+                return None
+        else:
+            return None
+    return ViewLayout(tuple(dims), offset)

@@ -67,7 +67,9 @@ def build(case: Case, generator: torch.Generator | None = None):
         x = randn(c.batch, c.seq, (c.n_head + 2 * c.n_query_groups) * c.head_size)
     else:
         x = randn(c.batch, c.n_head, c.seq, c.head_size)
-    args = (x, randn(c.seq, c.rope_n_elem), randn(c.seq, c.rope_n_elem))
+    # cos and sin as a RoPE cache holds them: the same frequencies in both halves of a row
+    cos, sin = (randn(c.seq, c.rope_n_elem // 2).repeat(1, 2) for _ in range(2))
+    args = (x, cos, sin)
     fn = _program(case)
     expected = fn(*args)
     outputs = expected if isinstance(expected, tuple) else (expected,)
@@ -83,13 +85,18 @@ def _liger(case: Case, fn):
         from liger_kernel.transformers.rope import liger_rotary_pos_emb
     except Exception as err:  # not installed, or its Triton does not load
         raise Unavailable(f"liger-kernel does not import: {type(err).__name__}: {err}") from err
+    c = case.config
+    if c.rope_n_elem != c.head_size:
+        raise Unavailable(f"Liger-Kernel's rope rotates whole heads; this configuration rotates {c.rope_n_elem} "
+                          f"of {c.head_size} features")
+
+    # Liger takes cos and sin as [1, T, hs] and reads only their first halves (a RoPE cache's halves are equal).
     def rope(x, cos, sin):
-        q, _ = liger_rotary_pos_emb(x, x[:, :1], cos, sin)
+        q, _ = liger_rotary_pos_emb(x, x[:, :1], cos[None], sin[None])
         return q
 
     if case.form == "rope":
         return rope
-    c = case.config
 
     def qkv_form(qkv, cos, sin):
         B, T, _ = qkv.shape
@@ -98,7 +105,7 @@ def _liger(case: Case, fn):
         q, k, v = parts.split((q_per_kv, 1, 1), dim=2)
         k = k.expand(B, c.n_query_groups, q_per_kv, T, c.head_size).reshape(B, -1, T, c.head_size)
         v = v.expand(B, c.n_query_groups, q_per_kv, T, c.head_size).reshape(B, -1, T, c.head_size)
-        q, k = liger_rotary_pos_emb(q.reshape(B, -1, T, c.head_size), k, cos, sin)
+        q, k = liger_rotary_pos_emb(q.reshape(B, -1, T, c.head_size), k, cos[None], sin[None])
         return q, k, v
 
     return qkv_form

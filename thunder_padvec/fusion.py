@@ -87,16 +87,15 @@ class Specialization:
     pack: ArgPack
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
-        if self.params.grid == 0:
+        grid, pack = self.params.grid, self.pack
+        if not grid:
             return outputs
-        pack = self.pack
         with pack.lock:
             pack.values[: len(pointers)] = pointers
-            if self.device.type == "cuda":
-                stream = _current_stream(self.device)
-                self.module.launch(self.params.grid, self.params.block, pack.params_address, stream)
+            if self.device.index is not None:
+                self.module.launch(grid, self.params.block, pack.params_address, _current_stream(self.device))
             else:
-                self.module.launch(self.params.grid, self.params.block, pack.address)
+                self.module.launch(grid, self.params.block, pack.address)
         return outputs
 
 
@@ -136,11 +135,11 @@ class PadvecFusion:
         return outputs
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        # The hot path of every call: allocate, read pointers and strides, find the specialization.
         device = args[0].device
         outputs = self._allocate(device)
-        pointers = [t.data_ptr() for t in args]
-        pointers += [t.data_ptr() for t in outputs]
-        key = (device, tuple(a.stride() for a in args), tuple(_ALIGNMENT[p & 15] for p in pointers))
+        pointers = [t.data_ptr() for t in (*args, *outputs)]
+        key = (device, *[a.stride() for a in args], *[p & 15 for p in pointers])
         spec = self._specializations.get(key)
         if spec is None:
             spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)

@@ -66,15 +66,16 @@ class CudaModule:
         driver = _driver()
         self._module = _check(driver.cuModuleLoadData(cubin), "cuModuleLoadData")
         self._function = _check(driver.cuModuleGetFunction(self._module, b"padvec_kernel"), "cuModuleGetFunction")
+        self._launch = driver.cuLaunchKernel
+        self._success = driver.CUresult.CUDA_SUCCESS
 
     def launch(self, grid: int, block: int, params_address: int, stream: int) -> None:
         # The thread that made the context current last time keeps it, unless something else (a
         # library creating contexts of its own) changed it; then the launch fails and is retried.
         if getattr(_current, "device", None) != self.device:
             make_current(self.device)
-        driver = _driver()
-        (err,) = driver.cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
-        if int(err) != 0:
+        (err,) = self._launch(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
+        if err != self._success:
             make_current(self.device)
-            (err,) = driver.cuLaunchKernel(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
-        _check((err,), "cuLaunchKernel")
+            (err,) = self._launch(self._function, grid, 1, 1, block, 1, 1, 0, stream, params_address, 0)
+            _check((err,), "cuLaunchKernel")

@@ -23,7 +23,7 @@ from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
 from . import __version__, ops
 from .fusion import PadvecFusion
-from .lower import lower
+from .lower import lower, view_outputs
 
 log = logging.getLogger("thunder_padvec")
 
@@ -64,7 +64,8 @@ class PadvecExecutor(FusionExecutor):
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
         name = f"padvec{fusion_counter}"
-        fusion = PadvecFusion(lower(inputs, outputs, flat), name, lambda: _pytorch_callable(inputs, outputs, flat))
+        fusion = PadvecFusion(lower(inputs, outputs, flat), name, lambda: _pytorch_callable(inputs, outputs, flat),
+                              view_outputs(inputs, outputs, flat))
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
     def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:

@@ -110,11 +110,31 @@ class Fallback:
         return list(self.run_in_pytorch(*args))
 
 
+def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
+    """A view chain run by PyTorch: views where PyTorch makes views (a reshape may copy), as in eager."""
+    for op in chain:
+        if op[0] == "reshape":
+            t = t.reshape(op[1])
+        elif op[0] == "permute":
+            t = t.permute(op[1])
+        elif op[0] == "slice":
+            t = t[tuple(slice(lo, hi) for lo, hi in zip(op[1], op[2]))]
+        else:  # expand: operand dim i becomes dim broadcast_dims[i]
+            shape, dims = op[1], op[2]
+            placed = [1] * len(shape)
+            for i, d in enumerate(dims):
+                placed[d] = t.shape[i]
+            t = t.reshape(placed).expand(shape)
+    return t
+
+
 class PadvecFusion:
     """``fallback`` builds a PyTorch callable of the region, used where a kernel can't be built."""
 
-    def __init__(self, kernel: ir.Kernel, name: str, fallback: Callable[[], Callable] | None = None):
+    def __init__(self, kernel: ir.Kernel, name: str, fallback: Callable[[], Callable] | None = None,
+                 views: tuple = ()):
         self.kernel, self.name, self._fallback = kernel, name, fallback
+        self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
@@ -144,7 +164,12 @@ class PadvecFusion:
         if spec is None:
             spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)
         self.last = spec
-        return spec.run(args, outputs, pointers)
+        if not self.views or isinstance(spec, Fallback):
+            return spec.run(args, outputs, pointers)
+        outputs = spec.run(args, outputs, pointers)
+        for position, source, chain in self.views:
+            outputs.insert(position, apply_chain(args[source], chain))
+        return outputs
 
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
         try:

@@ -199,7 +199,7 @@ def _broadcast_in_dim_problem(a, shape, broadcast_dims) -> str | None:
 def _translate_broadcast(bsym, lowering: Lowering) -> ir.Node:
     a, _, broadcast_dims = bsym.args[:3]
     out = bsym.output
-    lowering.extend_chain(a, out, ("expand", tuple(int(s) for s in out.shape), tuple(broadcast_dims)))
+    lowering.extend_chain(a, out, layout_op(bsym))
     return ir.Broadcast(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(broadcast_dims))
 
 
@@ -250,7 +250,7 @@ def _slice_problem(a, start, end, strides=None) -> str | None:
 def _translate_slice(bsym, lowering: Lowering) -> ir.Node:
     a, start, end = bsym.args[:3]
     out = bsym.output
-    lowering.extend_chain(a, out, ("slice", tuple(start), tuple(end)))
+    lowering.extend_chain(a, out, layout_op(bsym))
     return ir.Slice(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(start), tuple(end))
 
 
@@ -306,5 +306,17 @@ def _view_translator(make_op: Callable[[object], tuple]) -> Translator:
     return translate
 
 
-_register(prims.reshape, _reshape_problem, _view_translator(lambda b: ("reshape", tuple(int(s) for s in b.args[1]))))
-_register(prims.transpose, _transpose_problem, _view_translator(lambda b: ("permute", tuple(b.args[1]))))
+_register(prims.reshape, _reshape_problem, _view_translator(lambda b: layout_op(b)))
+_register(prims.transpose, _transpose_problem, _view_translator(lambda b: layout_op(b)))
+
+
+def layout_op(bsym) -> tuple:
+    """A layout prim as a step of a view chain (see :class:`~thunder_padvec.ir.View`)."""
+    sym, args, out = bsym.sym.id, bsym.args, bsym.output
+    if sym == prims.reshape.id:
+        return ("reshape", tuple(int(s) for s in args[1]))
+    if sym == prims.transpose.id:
+        return ("permute", tuple(args[1]))
+    if sym == prims.slice_prim.id:
+        return ("slice", tuple(args[1]), tuple(args[2]))
+    return ("expand", tuple(int(s) for s in out.shape), tuple(args[2]))

@@ -13,7 +13,7 @@ from thunder_padvec import configs, padvec, schedule
 from thunder_padvec.examples import litgpt_rope, rope_inputs, rope_one_entry
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 
-TUNINGS = [(512, 256)]  # (max_row_bytes, block)
+TUNINGS = [(512, 1 << 18), (512, 1 << 19), (512, 1 << 30)]  # (max_row_bytes, min_threads)
 PICK = sys.argv[1:] or [c.id for c in configs.ALL]
 
 
@@ -33,12 +33,12 @@ def main() -> None:
             compile_ms = graph_median_ms(lambda: compiled(x, cos, sin, n))
             label = f"{cfg.id}/{str(dtype)[6:]}"
             rows.append((label, "torch.compile", compile_ms, io, copy))
-            for max_row, block in TUNINGS:
-                schedule.TUNING.max_row_bytes, schedule.TUNING.block = max_row, block
+            for max_row, min_threads in TUNINGS:
+                schedule.TUNING.max_row_bytes, schedule.TUNING.min_threads = max_row, min_threads
                 jitted = thunder.jit(fn, executors=[padvec])
                 out = jitted(x, cos, sin, n)
                 assert torch.equal(out, expected), label
-                rows.append((label, f"padvec row{max_row} b{block}", graph_median_ms(lambda: jitted(x, cos, sin, n)), io, copy))
+                rows.append((label, f"padvec row{max_row} t{min_threads.bit_length() - 1}", graph_median_ms(lambda: jitted(x, cos, sin, n)), io, copy))
             rows.append((label, "copy", copy, io, copy))
             print_rows(rows[-len(TUNINGS) - 2:])
             sys.stdout.flush()

@@ -64,8 +64,9 @@ class PadvecExecutor(FusionExecutor):
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
         name = f"padvec{fusion_counter}"
-        fusion = PadvecFusion(lower(inputs, outputs, flat), name, lambda: _pytorch_callable(inputs, outputs, flat),
-                              view_outputs(inputs, outputs, flat))
+        views = view_outputs(inputs, outputs, flat)
+        fusion = PadvecFusion(lower(inputs, outputs, flat, views), name,
+                              lambda: _pytorch_callable(inputs, outputs, flat), views)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
     def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:

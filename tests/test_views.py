@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 import torch
-
 from helpers import jit_and_run, randn, unfused_ops
+
 from thunder_padvec import explain, schedule
 from thunder_padvec.examples import qkv_split_rope
 from thunder_padvec.vectorize.views import fold
@@ -120,7 +120,7 @@ def test_reshape_of_a_computed_value_stays_in_pytorch(emulated, generator):
         return torch.nn.functional.pad(y, (1, 1)) + 1.0
 
     x = randn(2, 3, 4, generator=generator)
-    jitted, out, trace = jit_and_run(fn, x)
+    _, out, trace = jit_and_run(fn, x)
     assert torch.equal(out, fn(x))
     names = [b.sym.name for b in trace.bound_symbols]
     assert "reshape" in names  # between the two fusions, in PyTorch

@@ -1,4 +1,4 @@
-"""Command line: ``python -m thunder_padvec demo``."""
+"""Command line: ``python -m thunder_padvec {demo,bench,explain}``."""
 
 from __future__ import annotations
 
@@ -52,6 +52,115 @@ def _timing_row(jitted, x, cos, sin, n, out) -> None:
         print(f"{name:10s} {ms:8.4f} {timing.gbps(io_bytes, ms):8.0f} {copy_ms / ms:8.1%}")
 
 
+def _bench(args: argparse.Namespace) -> int:
+    import datetime
+    from pathlib import Path
+
+    import torch
+
+    try:
+        from tqdm import tqdm
+    except ImportError:  # a bare environment (the GPU machine's): a line per run instead of a bar
+        tqdm = _LineProgress
+
+    from .bench import report
+    from .bench.cases import EXECUTORS, Unavailable, cases
+    from .bench.measure import Built, measure
+
+    if not torch.cuda.is_available():
+        print("bench times a CUDA GPU and none is visible here; `demo` and `explain` run without one")
+        return 2
+    chosen = [c for c in cases() if (not args.config or any(k in c.config.id for k in args.config))
+              and (not args.form or c.form in args.form) and (not args.dtype or c.dtype in args.dtype)]
+    executors = [e for e in EXECUTORS if not args.executor or e in args.executor or e == "copy"]
+    rows, skipped = [], []
+    with tqdm(total=len(chosen) * len(executors), unit="run", dynamic_ncols=True) as bar:
+        for case in chosen:
+            built = Built(case)
+            for name in executors:
+                bar.set_description(f"{case.config.id} {case.form} {case.dtype} {name}")
+                try:
+                    record, _ = measure(built, name)
+                    record["pass"] = record.pop("pass_")
+                    rows.append({k: record.get(k) for k in report.KEYS if k != "speedup_vs_compile"})
+                except Unavailable as reason:
+                    skipped.append(f"{name}: {reason}")
+                bar.update()
+            del built
+    compile_ms = {report._case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
+    for r in rows:
+        base = compile_ms.get(report._case(r))
+        r["speedup_vs_compile"] = base / r["median_ms"] if base else None
+    date = datetime.date.today().isoformat()
+    print(report.write(rows, [], torch.cuda.get_device_name(), date, Path(args.out)))
+    for line in sorted(set(skipped)):
+        print("skipped", line)
+    return 0
+
+
+class _LineProgress:
+    def __init__(self, total: int, **_):
+        self.total, self.done, self.what = total, 0, ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
+
+    def set_description(self, what: str) -> None:
+        self.what = what
+
+    def update(self) -> None:
+        self.done += 1
+        print(f"[{self.done}/{self.total}] {self.what}", flush=True)
+
+
+EXAMPLES = ("seed", "litgpt", "qkv")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import functools
+
+    import thunder
+    import torch
+
+    from . import configs, examples, explain, padvec, set_emulation
+
+    on_gpu = torch.cuda.is_available() and not args.cpu
+    if not on_gpu:
+        set_emulation(True)
+    device = "cuda" if on_gpu else "cpu"
+    cfg = next((c for c in configs.ALL if c.id == args.config), None)
+    if cfg is None:
+        print(f"unknown configuration {args.config}; one of: {', '.join(c.id for c in configs.ALL)}")
+        return 2
+    # on the CPU the example runs at a small batch and sequence: the plan is the same but for its sizes
+    batch, seq = (cfg.batch, cfg.seq) if on_gpu else (1, 8)
+    dtype = getattr(torch, args.dtype)
+    n = cfg.rope_n_elem
+    _, cos, sin = examples.rope_inputs(1, 1, seq, cfg.head_size, n, dtype, device)
+    if args.example == "qkv":
+        width = (cfg.n_head + 2 * cfg.n_query_groups) * cfg.head_size
+        x = torch.randn(batch, seq, width, device=device).to(dtype)
+        fn = functools.partial(examples.qkv_split_rope, n_head=cfg.n_head, n_query_groups=cfg.n_query_groups,
+                               head_size=cfg.head_size, rope_n_elem=n)
+    else:
+        x = torch.randn(batch, cfg.n_head, seq, cfg.head_size, device=device).to(dtype)
+        program = examples.rope_one_entry if args.example == "seed" else examples.litgpt_rope
+        fn = functools.partial(program, rope_n_elem=n)
+    jitted = thunder.jit(fn, executors=[padvec])
+    jitted(x, cos, sin)
+    print(f"{args.example} RoPE, {cfg.id}, x {list(x.shape)} {args.dtype} on {device}"
+          + ("" if on_gpu else " (CPU emulation)"))
+    print("\nexecution trace:\n" + str(thunder.last_traces(jitted)[-1]))
+    for report in explain(jitted):
+        print(report)
+        if args.source:
+            print(report.kernel_source)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m thunder_padvec", description=thunder_padvec.__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -59,6 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     demo.add_argument("--cpu", action="store_true", help="use CPU emulation even where a GPU is present")
     demo.set_defaults(run=_demo)
+    bench = sub.add_parser("bench", help="the RoPE suite on this GPU: table, results files and plot")
+    bench.add_argument("--config", action="append", help="configurations whose id contains this (repeatable)")
+    bench.add_argument("--form", action="append", choices=["rope", "qkv_split_rope"])
+    bench.add_argument("--dtype", action="append", choices=["bfloat16", "float16", "float32"])
+    bench.add_argument("--executor", action="append", help="executors to time (the copy roofline always runs)")
+    bench.add_argument("--out", default="benchmarks/results", help="folder of the results files")
+    bench.set_defaults(run=_bench)
+    explain = sub.add_parser("explain", help="what padvec decides for a built-in example: regions, plan, source")
+    explain.add_argument("example", choices=EXAMPLES, nargs="?", default="seed")
+    explain.add_argument("--config", default="seed-b256", help="a configuration id (see thunder_padvec.configs)")
+    explain.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    explain.add_argument("--source", action="store_true", help="print the generated kernel too")
+    explain.add_argument("--cpu", action="store_true", help="use CPU emulation even where a GPU is present")
+    explain.set_defaults(run=_explain)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -57,6 +57,32 @@ class FusionReport:
         return "\n".join(head + table)
 
 
+    def __repr__(self) -> str:
+        return f"<FusionReport {self.name} ({self.trace}): {len(self.ops)} ops>"
+
+    def _repr_markdown_(self) -> str:
+        """The report as a notebook shows it: the launch, the plan per segment, the accesses as a table."""
+        lines = [f"**{self.name}** ({self.trace}): {len(self.ops)} ops", ""]
+        if self.launch is None:
+            return "\n".join(lines + [self.source or "not run yet"])
+        lines.append(f"launch: `{self.launch}`")
+        if self.plan is not None:
+            lines += [f"- segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
+        lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]
+        lines += [f"| {a.tensor} | {a.role} | {a.via} | {a.projected_extent} | {a.width} | {a.access} |"
+                  for a in self.accesses]
+        return "\n".join(lines)
+
+    @property
+    def kernel_source(self) -> str:
+        """The generated kernel without the prelude every kernel shares."""
+        start = self.source.find("typedef int padvec_idx")
+        if start < 0:
+            start = self.source.find("typedef long long padvec_idx")
+        end = self.source.find("// thunder_padvec host launcher")
+        return self.source[max(start, 0): end if end > 0 else None]
+
+
 def _extent(frontier: Frontier) -> int:
     return math.prod(e for _, e in frontier)
 

@@ -108,7 +108,8 @@ class SegmentPlan:
         shape = "x".join(map(str, self.segment.shape))
         if self.tiled:
             return (f"[{shape}] rows shared by {self.threads_per_row} threads, {self.chunk}-lane chunks, "
-                    f"{len(self.steps)} steps, {self.rows_per_thread} row(s) per thread along dim {self.row_dim}")
+                    f"{len(self.steps)} steps" + (f", {self.rows_per_thread} rows per thread along dim {self.row_dim}"
+                                                  if self.rows_per_thread > 1 else ""))
         if self.whole_rows:
             return (f"[{shape}] a row per thread in {self.chunk}-lane chunks, staged in shared memory, "
                     f"{self.column_groups} column group(s)")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import thunder_padvec  # noqa: F401  (before thunder)
+import thunder_padvec  # noqa: F401  (the compat shim runs before Thunder is imported)
 import thunder
 import torch
 
-from thunder_padvec import configs
-from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
+from .. import configs
+from ..examples import litgpt_rope, qkv_split_rope, rope_one_entry
 
 EXECUTORS = ["eager", "torch.compile", "thunder", "padvec", "liger", "nvfuser", "copy"]
 

@@ -1,0 +1,143 @@
+"""Turns runs of the RoPE suite into the results files.
+
+    python -m thunder_padvec.bench.report run.json [more.json ...] [--out benchmarks/results]
+
+takes pytest-benchmark JSON files (``pytest benchmarks/ --benchmark-only --benchmark-json=run.json``) and
+
+writes ``<date>-<gpu>.json`` (a list of records), ``<date>-<gpu>.md`` (the table) and
+``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", "gbps", "roofline_fraction",
+        "speedup_vs_compile", "peak_memory_bytes"]
+NOTE = (
+    "Device time: median of CUDA-graph replays of one call, L2 flushed before each. Fraction of copy: "
+    "a device-to-device copy of the same minimal IO bytes (every input read once, every output that eager "
+    "does not return as a view written once), timed in the same run, over the executor's time. In the "
+    "qkv_split_rope form the v third of qkv counts as read although nothing needs it, so an executor that "
+    "returns v as a view can pass 100%."
+)
+ORDER = ["copy", "padvec", "torch.compile", "liger", "nvfuser", "thunder", "eager"]
+
+
+def host_records(run: dict) -> list[dict]:
+    return [dict(b["extra_info"]) for b in run["benchmarks"] if (b.get("extra_info") or {}).get("kind") == "host"]
+
+
+def records(run: dict) -> list[dict]:
+    rows = []
+    for bench in run["benchmarks"]:
+        info = dict(bench.get("extra_info") or {})
+        if "median_ms" not in info:
+            continue
+        info["pass"] = info.pop("pass_", "fwd")
+        rows.append({k: info.get(k) for k in KEYS})
+    compile_ms = {_case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
+    for r in rows:
+        base = compile_ms.get(_case(r))
+        r["speedup_vs_compile"] = base / r["median_ms"] if base else None
+    return rows
+
+
+def _case(r: dict) -> tuple:
+    return r["config"], r["form"], r["pass"], r["dtype"]
+
+
+def markdown(rows: list[dict], title: str) -> str:
+    by_case = defaultdict(dict)
+    for r in rows:
+        by_case[_case(r)][r["executor"]] = r
+    executors = [e for e in ORDER if any(e in d for d in by_case.values())]
+    head = ["config", "form", "pass", "dtype", "copy TB/s"] + [f"{e} (% of copy)" for e in executors[1:]]
+    head.append("padvec vs torch.compile")
+    lines = [f"### {title}", "", NOTE, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for case, found in by_case.items():
+        copy = found.get("copy")
+        cells = list(case) + [f"{copy['gbps'] / 1000:.2f}" if copy else "-"]
+        for e in executors[1:]:
+            r = found.get(e)
+            cells.append(f"{r['median_ms'] * 1000:.1f} µs ({r['roofline_fraction']:.1%})" if r else "-")
+        padvec = found.get("padvec")
+        speedup = padvec and padvec["speedup_vs_compile"]
+        cells.append(f"{speedup:.2f}x" if speedup else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(_case(r) for r in rows))
+    executors = [e for e in ORDER if e != "copy" and any(r["executor"] == e for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(10, len(cases) * 0.45), 5.5))
+    width = 0.8 / max(len(executors), 1)
+    for k, e in enumerate(executors):
+        values = {(_case(r)): r["gbps"] for r in rows if r["executor"] == e}
+        xs = [i + k * width for i in range(len(cases))]
+        ax.bar(xs, [values.get(c, 0) / 1000 for c in cases], width, label=e)
+    copy = {_case(r): r["gbps"] / 1000 for r in rows if r["executor"] == "copy"}
+    for i, c in enumerate(cases):
+        if c in copy:
+            ax.hlines(copy[c], i - width / 2, i + 0.8 - width / 2, colors="black", linewidth=1.5)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+    ax.set_xticklabels(["/".join(c[:2]) + f"/{short.get(c[3], c[3])}" for c in cases], rotation=70, ha="right",
+                       fontsize=7)
+    ax.set_ylabel("achieved TB/s (minimal IO bytes / time)")
+    ax.set_title(f"{title}: black lines are the device-to-device copy of the same bytes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) -> str:
+    """Writes the results files of one run into ``out``; returns the markdown."""
+    stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    title = f"RoPE suite, {gpu}, {date}"
+    text = markdown(rows, title) if rows else ""
+    if host:
+        text += "\n### Host path\n\n" + "\n".join(
+            f"- {h['what']}: " + (f"{h['per_call_us']:.1f} µs per call" if "per_call_us" in h else f"{h['seconds']:.2f} s")
+            for h in host) + "\n"
+        (out / f"{stem}-host.json").write_text(json.dumps(host, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    if rows:
+        plot(rows, out / f"{stem}.png", title)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m thunder_padvec.bench.report")
+    parser.add_argument("runs", nargs="+", help="pytest-benchmark JSON files of one session")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    runs = [json.loads(Path(p).read_text()) for p in args.runs]
+    run = {**runs[0], "benchmarks": [b for r in runs for b in r["benchmarks"]]}
+    gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
+    date = run.get("datetime", "")[:10] or "undated"
+    print(write(records(run), host_records(run), gpu, date, Path(args.out)))
+
+
+def _gpu_name(run: dict) -> str:
+    for bench in run.get("benchmarks", []):
+        name = (bench.get("extra_info") or {}).get("gpu")
+        if name:
+            return name
+    return "gpu"
+
+
+if __name__ == "__main__":
+    main()

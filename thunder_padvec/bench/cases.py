@@ -41,9 +41,9 @@ def cases() -> list[Case]:
     found = []
     for cfg in configs.ALL:
         dtypes = ["bfloat16", "float16", "float32"] if cfg.name == "seed" and cfg.batch == 256 else ["bfloat16"]
-        found += [Case(cfg, "rope", d) for d in dtypes]
-        if cfg.name != "seed":
-            found.append(Case(cfg, "qkv_split_rope", "bfloat16"))
+        forms = ["rope"] if cfg.name == "seed" else ["rope", "qkv_split_rope"]
+        for pass_ in ("fwd", "fwd+bwd"):
+            found += [Case(cfg, form, d, pass_) for form in forms for d in (dtypes if form == "rope" else ["bfloat16"])]
     return found
 
 
@@ -56,12 +56,24 @@ def _program(case: Case):
     return functools.partial(fn, rope_n_elem=c.rope_n_elem)
 
 
-def build(case: Case, generator: torch.Generator | None = None):
-    """``(fn, args, expected outputs, io_bytes)``: minimal IO reads each input and writes each output once."""
+def with_backward(fn, cotangents):
+    """Forward and backward of ``fn`` in one call: the gradient of ``x`` (its first argument)."""
+    def forward_backward(x, cos, sin):
+        outs = fn(x, cos, sin)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return torch.autograd.grad(outs, x, cotangents)
+
+    return forward_backward
+
+
+def build(case: Case, generator: torch.Generator | None = None, device: str = "cuda"):
+    """``(fn, args, expected outputs, io_bytes, cotangents)``: minimal IO reads each input and writes each
+    output once; in "fwd+bwd" the backward adds reading the cotangents, cos and sin and writing x's
+    gradient, and the expected outputs are that gradient."""
     c, dtype = case.config, getattr(torch, case.dtype)
 
     def randn(*shape):
-        return torch.randn(*shape, generator=generator, dtype=torch.float32).to(device="cuda", dtype=dtype)
+        return torch.randn(*shape, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
 
     if case.form == "qkv_split_rope":
         x = randn(c.batch, c.seq, (c.n_head + 2 * c.n_query_groups) * c.head_size)
@@ -77,7 +89,13 @@ def build(case: Case, generator: torch.Generator | None = None):
     inputs = {a.untyped_storage().data_ptr() for a in args}
     written = [o for o in outputs if o.untyped_storage().data_ptr() not in inputs]
     io_bytes = sum(a.nbytes for a in args) + sum(o.nbytes for o in written)
-    return fn, args, outputs, io_bytes
+    if case.pass_ == "fwd":
+        return fn, args, outputs, io_bytes, None
+    x = x.requires_grad_(True)
+    cotangents = tuple(randn(*o.shape) for o in outputs)
+    expected = with_backward(fn, cotangents)(*args)
+    io_bytes += sum(c.nbytes for c in cotangents) + cos.nbytes + sin.nbytes + x.nbytes
+    return fn, args, expected, io_bytes, cotangents
 
 
 def _liger(case: Case, fn):

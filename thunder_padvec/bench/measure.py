@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..timing import copy_roofline_ms, gbps, graph_median_ms
-from .cases import Case, Unavailable, build, executor
+from .cases import Case, Unavailable, build, executor, with_backward
 
 
 class Built:
@@ -18,7 +18,7 @@ class Built:
 
     def __init__(self, case: Case, seed: int = 0):
         self.case = case
-        self.fn, self.args, self.expected, self.io_bytes = build(case, torch.Generator().manual_seed(seed))
+        self.fn, self.args, self.expected, self.io_bytes, self.cotangents = build(case, torch.Generator().manual_seed(seed))
         self.copy_ms = copy_roofline_ms(self.io_bytes)
 
 
@@ -53,6 +53,8 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
             return dst.copy_(src)
     else:
         fn = executor(name, case, built.fn)
+        if built.cotangents is not None:
+            fn = with_backward(fn, built.cotangents)
         check(name, fn(*built.args), built.expected)
         peak = peak_bytes(fn, built.args)
         ms = graph_median_ms(lambda: fn(*built.args))

@@ -119,3 +119,19 @@ def test_litgpt_configs(generator, config):
     _, outs, _ = jit_and_run(qkv_split_rope, *args)
     for got, want in zip(outs, qkv_split_rope(*args)):
         assert torch.equal(got, want)
+
+
+def test_more_than_2_to_the_31_elements_take_64_bit_indices():
+    rows, cols = (1 << 20) + 3, 2048  # 2^31 + 6144 elements, 4.3 GB in bf16
+    x = torch.empty(rows, cols, dtype=torch.bfloat16, device="cuda").normal_()
+
+    def fn(t):
+        return F.pad(t, (0, 8)) * 2.0
+
+    jitted, out, _ = jit_and_run(fn, x)
+    (report,) = explain(jitted)
+    assert report.launch.index_bits == 64
+    expected = fn(x)
+    assert torch.equal(out, expected)
+    del out, expected
+    torch.cuda.empty_cache()

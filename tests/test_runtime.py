@@ -72,6 +72,42 @@ def test_corrupt_or_truncated_entries_are_rebuilt(tmp_path, monkeypatch, emulate
     assert all(cache._read_disk(e) is not None for e in entries)  # rewritten whole
 
 
+def test_unreadable_entries_and_an_unwritable_folder_never_break_a_call(tmp_path, monkeypatch, emulated, generator):
+    args = _rope_args(generator)
+    # an entry that can't be read (a folder where the file should be): compiled again, correct result
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "cache"))
+    cache.clear_memory()
+    jit_and_run(rope_one_entry, *args)
+    for entry in (tmp_path / "cache").rglob("*.host"):
+        entry.unlink()
+        entry.mkdir()
+    cache.clear_memory()
+    _, out, _ = jit_and_run(rope_one_entry, *args)
+    assert torch.equal(out, rope_one_entry(*args))
+    # a cache folder that can't be created (its parent is a file): runs, and compiles every time
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    for _ in range(2):
+        cache.clear_memory()
+        before = cache.compile_count["host"]
+        _, out, _ = jit_and_run(rope_one_entry, *args)
+        assert torch.equal(out, rope_one_entry(*args))
+        assert cache.compile_count["host"] > before
+
+
+def test_two_processes_compiling_at_once_both_succeed_and_leave_the_cache_valid(tmp_path):
+    env = {**os.environ, "THUNDER_PADVEC_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    entries = sorted(tmp_path.rglob("*.host"))
+    assert entries and all(cache._read_disk(e) is not None for e in entries)
+    assert not list(tmp_path.rglob("*.tmp*"))  # no half-written files left behind
+    assert _run_process(tmp_path) == 0  # a third process compiles nothing
+
+
 def test_a_failed_compile_falls_back_to_pytorch_with_one_warning(monkeypatch, emulated, generator, tmp_path):
     monkeypatch.setenv("THUNDER_PADVEC_CXX", "false")  # a "compiler" that always fails
     monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))

@@ -1,12 +1,15 @@
 """Random programs of pad, slice, cat, casts and pointwise ops, through padvec, against eager.
 
-Hypothesis draws the program, the shapes (sizes 1 to 9, size-1 dims included), the dtypes and the
-layouts (contiguous, transposed, offset views); each runs in CPU emulation with poisoned outputs.
-A fixed seed and example budget keep CI repeatable.
+Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
+ones, broadcasts, casts, pointwise ops, where), the shapes (sizes 0 to 9, and rows of 16 to 64 that
+threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
+(contiguous, transposed, offset views). Each runs with poisoned outputs: in CPU emulation in CI with
+a fixed seed and budget, and with a larger budget on the GPU.
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +18,7 @@ from hypothesis import strategies as st
 from helpers import jit_and_run
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+INPUT_DTYPES = DTYPES * 3 + [torch.float64, torch.int32]
 UNARY = [torch.neg, torch.abs, torch.sin, torch.tanh, lambda t: t * 0.5, lambda t: t + 1.0]
 BINARY = [torch.add, torch.sub, torch.mul, torch.maximum]
 
@@ -23,19 +27,35 @@ BINARY = [torch.add, torch.sub, torch.mul, torch.maximum]
 def programs(draw):
     rank = draw(st.integers(1, 3))
     shape = [draw(st.integers(1, 9)) for _ in range(rank)]
+    shape[-1] = draw(st.sampled_from([shape[-1]] * 3 + [16, 24, 32, 48, 64]))
+    if draw(st.integers(0, 19)) == 0:
+        shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
-    return dict(shape=shape, dtype=draw(st.sampled_from(DTYPES)), layout=draw(st.sampled_from(
+    return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps)
 
 
-def _input(shape, dtype, layout, generator):
+def _input(shape, dtype, layout, generator, device="cpu"):
+    def values(*size):
+        v = torch.randn(*size, generator=generator)
+        return (v * 8).to(dtype) if not dtype.is_floating_point else v.to(dtype)
+
     if layout == "transposed" and len(shape) > 1:
-        return torch.randn(*reversed(shape), generator=generator).to(dtype).transpose(0, -1)
-    if layout == "offset":
-        flat = torch.randn(1 + torch.Size(shape).numel(), generator=generator).to(dtype)
-        return flat[1:].view(shape)
-    return torch.randn(*shape, generator=generator).to(dtype)
+        t = values(*reversed(shape)).transpose(0, -1)
+    elif layout == "offset":
+        t = values(1 + torch.Size(shape).numel())[1:].view(shape)
+    else:
+        t = values(*shape)
+    if device == "cpu":
+        return t
+    return t.to(device) if layout == "contiguous" else _same_layout_on(t, device)
+
+
+def _same_layout_on(t, device):
+    storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=device)
+    storage.copy_(torch.as_strided(t, (storage.numel(),), (1,), 0))
+    return torch.as_strided(storage, t.shape, t.stride(), t.storage_offset())
 
 
 def _program(spec):
@@ -46,28 +66,35 @@ def _program(spec):
         for kind, r in spec["steps"]:
             v = values[r % len(values)]
             dim = r % v.dim()
+            if v.numel() == 0 and kind in ("slice", "cat", "broadcast"):
+                kind = "unary"  # nothing to narrow
             if kind == "unary":
                 v = UNARY[r % len(UNARY)](v)
             elif kind == "binary":
                 other = next((w for w in reversed(values) if w.shape == v.shape), v)
                 v = BINARY[r % len(BINARY)](v, other.to(v.dtype))
-            elif kind == "pad":  # the last dim, and the one before it where there is one
+            elif kind == "pad":  # up to all dims, from the last: widths -2 to 2 at the low end, -1 to 2 high
                 widths = []
-                for d in range(1, min(v.dim(), 1 + r % 2) + 1):
+                for d in range(1, min(v.dim(), 1 + r % 3) + 1):
                     lo, hi = (r >> (4 * d)) % 5 - 2, (r >> (4 * d + 2)) % 4 - 1
                     widths += [lo, hi] if v.shape[-d] + min(lo, 0) + min(hi, 0) >= 1 else [1, 1]
-                v = F.pad(v, widths, value=0.25)
+                v = F.pad(v, widths, value=0.25 if v.is_floating_point() else 3)
             elif kind == "slice":
                 size = v.shape[dim]
                 start = r % size
                 stop = start + 1 + (r // 7) % (size - start)
                 v = v.narrow(dim, start, stop - start)
-            elif kind == "cat":
-                v = torch.cat((v, -v.narrow(dim, 0, 1 + r % v.shape[dim]), v * 2.0), dim=dim)
+            elif kind == "cat":  # 2 to 5 pieces of unequal widths, some empty
+                pieces = [v]
+                for k in range(1 + (r >> 3) % 4):
+                    width = (r >> (5 + 2 * k)) % (v.shape[dim] + 1)
+                    start = (r >> 7) % (v.shape[dim] - width + 1)
+                    pieces.append(-v.narrow(dim, start, width) if k % 2 else v.narrow(dim, start, width) * 2)
+                v = torch.cat(pieces, dim=dim)
             elif kind == "cast":
                 v = v.to(DTYPES[r % len(DTYPES)])
             elif kind == "where":
-                v = torch.where(v > 0, v, v * -0.5)
+                v = torch.where(v > 0, v, v * -0.5 if v.is_floating_point() else -v)
             elif kind == "broadcast":  # a size-1 slice broadcast back over the dim
                 v = v * v.narrow(dim, r % v.shape[dim], 1)
             values.append(v)
@@ -76,16 +103,28 @@ def _program(spec):
     return fn
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(spec=programs())
-def test_random_programs_match_eager(emulated, spec):
+def _check(spec, device):
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
-    a = _input(spec["shape"], spec["dtype"], spec["layout"], generator)
-    b = _input(spec["shape"], spec["dtype"], "contiguous", generator)
+    a = _input(spec["shape"], spec["dtype"], spec["layout"], generator, device)
+    b = _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
     fn = _program(spec)
     _, outs, _ = jit_and_run(fn, a, b)
     for got, want in zip(outs, fn(a, b)):
         assert got.shape == want.shape and got.dtype == want.dtype
         # sin and tanh come from the host's libm here and PyTorch's own code in eager: the last bits may differ.
-        torch.testing.assert_close(got, want, rtol=1e-5 if want.dtype == torch.float32 else 1e-2, atol=1e-5,
-                                   equal_nan=True)
+        torch.testing.assert_close(got, want, rtol=1e-5 if want.dtype in (torch.float32, torch.float64) else 1e-2,
+                                   atol=1e-5, equal_nan=True)
+
+
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_PROGRAMS", 60)), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(spec=programs())
+def test_random_programs_match_eager(emulated, spec):
+    _check(spec, "cpu")
+
+
+@pytest.mark.gpu
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_GPU_PROGRAMS", 80)), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(spec=programs())
+def test_random_programs_match_eager_on_the_gpu(spec):
+    _check(spec, "cuda")

@@ -122,6 +122,20 @@ def test_a_failed_compile_falls_back_to_pytorch_with_one_warning(monkeypatch, em
     assert torch.equal(out, rope_one_entry(*args)) and torch.equal(again, out)
 
 
+def test_a_module_that_does_not_load_falls_back_naming_the_source(monkeypatch, emulated, generator, tmp_path):
+    from thunder_padvec import fusion
+
+    monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
+    real = cache.binary
+    monkeypatch.setattr(fusion.cache, "binary", lambda source, target: (b"not a library", real(source, target)[1]))
+    args = _rope_args(generator)
+    with pytest.warns(RuntimeWarning, match="runs in PyTorch") as record:
+        _, out, _ = jit_and_run(rope_one_entry, *args)
+    (message,) = [str(w.message) for w in record if "runs in PyTorch" in str(w.message)]
+    assert "could not load" in message and str(tmp_path) in message
+    assert torch.equal(out, rope_one_entry(*args))
+
+
 def test_strict_mode_raises_the_typed_error(monkeypatch, emulated, generator, tmp_path):
     monkeypatch.setenv("THUNDER_PADVEC_CXX", "false")
     monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import codegen, ir, knobs, vectorize
-from .errors import PadvecError
+from .errors import LaunchError, PadvecError
 from .runtime import cache
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, schedule
@@ -199,15 +199,19 @@ class PadvecFusion:
         body = codegen.render(plan, params)
         pack = ArgPack(len(args) + len(outputs))
         if device.type == "cuda":
-            from .runtime.launch import CudaModule
+            from .runtime.launch import CudaModule as Module
 
             source = codegen.device_source(body)
             binary, path = cache.binary(source, _cuda_target(device.index))
-            module = CudaModule(binary, device.index)
+            load = functools.partial(Module, binary, device.index)
         else:
-            from .runtime.host import HostModule
+            from .runtime.host import HostModule as Module
 
             source = codegen.host_source(body)
             binary, path = cache.binary(source, _host_target())
-            module = HostModule(binary)
+            load = functools.partial(Module, binary)
+        try:
+            module = load()
+        except LaunchError as err:
+            raise LaunchError(f"{err}; source dumped to {path}") from err
         return Specialization(plan, params, source, path, device, module, pack)

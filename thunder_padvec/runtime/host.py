@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .. import knobs
-from ..errors import CompileError
+from ..errors import CompileError, LaunchError
 
 # Contraction off, as for NVRTC; no strict aliasing, as the vector helpers pun types.
 FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing", "-w")
@@ -54,6 +54,8 @@ class HostModule:
             with os.fdopen(fd, "wb") as f:
                 f.write(library)
             self._lib = ctypes.CDLL(path)
+        except OSError as err:
+            raise LaunchError(f"could not load the emulation library: {err}") from err
         finally:
             os.unlink(path)  # the mapping stays valid after the file is gone
         self._launch = self._lib.padvec_launch

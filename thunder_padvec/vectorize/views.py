@@ -41,8 +41,7 @@ def _simplify(components: list[Component]) -> tuple[Component, ...]:
         if extent == 1:
             continue
         if merged and merged[-1][1] == extent * stride:
-            outer = merged.pop()
-            extent, stride = outer[0] * extent, stride
+            extent *= merged.pop()[0]
         merged.append((extent, stride))
     return tuple(merged)
 
@@ -81,7 +80,7 @@ def _slice(dim: tuple[Component, ...], start: int, end: int) -> tuple[tuple[Comp
     inner = math.prod(e for e, _ in dim[1:])
     if start % inner or end % inner:
         return None
-    (extent, stride), rest = dim[0], dim[1:]
+    (_, stride), rest = dim[0], dim[1:]
     return _simplify([((end - start) // inner, stride), *rest]), (start // inner) * stride
 
 

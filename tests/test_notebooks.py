@@ -2,9 +2,10 @@
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+nbformat = pytest.importorskip("nbformat")
+NotebookClient = pytest.importorskip("nbclient").NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 

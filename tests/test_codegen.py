@@ -31,7 +31,7 @@ def _inputs(op, arity, dtype, generator):
     return [_uniform((5, 33), lo, hi, dtype, generator) for _ in range(arity)]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("op", ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.COMPARISONS)
 def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
     arity = 2 if op in ir.BINARY_MATH + ir.COMPARISONS else 1
@@ -46,7 +46,8 @@ def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
     if exact:
         assert torch.equal(out, expected)
     else:
-        torch.testing.assert_close(out, expected, rtol=2e-6 if dtype == torch.float32 else 8e-3, atol=1e-6)
+        rtol = {torch.float64: 1e-13, torch.float32: 2e-6}.get(dtype, 8e-3)
+        torch.testing.assert_close(out, expected, rtol=rtol, atol=rtol / 2)
 
 
 def test_where_with_literal_branches(emulated, generator):
@@ -94,6 +95,9 @@ def _programs(generator):
     a = randn(64, 6, generator=generator)
     yield (lambda t: (torch.nn.functional.pad(t, (1, -2)), torch.exp(t[1:]))), (a,)
     yield (lambda t: torch.where(t > 0, t.to(torch.float16), -1.0)), (a,)
+    d = randn(8, 6, dtype=torch.float64, generator=generator)
+    yield (lambda t: torch.cat((torch.sin(t), torch.pow(t.abs(), 0.5), torch.nn.functional.pad(t, (0, 2))), -1)
+           .to(torch.bfloat16)), (d,)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -107,7 +111,7 @@ def test_generated_sources_compile_to_cubin(emulated, generator, arch):
             cubin = nvrtc.compile_cubin(source, arch)
             assert cubin[:4] == b"\x7fELF"
             compiled += 1
-    assert compiled >= 3
+    assert compiled >= 4
 
 
 def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch):

@@ -75,7 +75,7 @@ def test_cpu_tensors_without_emulation_run_in_pytorch(generator):
 
 
 def test_unsupported_dtype_runs_in_pytorch(emulated, generator):
-    x = randn(4, 8, dtype=torch.float64, generator=generator)
+    x = torch.randint(-100, 100, (4, 8), generator=generator, dtype=torch.int32)
     _, out, trace = jit_and_run(lambda a: torch.cat((a[:, 4:], -a[:, :4]), dim=1), x)
     assert fusions(trace) == []
     assert torch.equal(out, torch.cat((x[:, 4:], -x[:, :4]), dim=1))
@@ -105,7 +105,8 @@ def test_checkers_decline_bad_input_without_raising(emulated):
         assert not check[prims.pad.id](a, 0.0, [(1, 1, 1), (0, 0, 0)])  # dilated
         assert check[prims.slice_prim.id](a, [0, 1], [4, 4], [1, 1])
         assert not check[prims.slice_prim.id](a, [0, 0], [4, 4], [1, 2])  # strided
-        assert not check[prims.add.id](_proxy((4, 4), dtypes.float64), 1.0)  # dtype
+        assert check[prims.add.id](_proxy((4, 4), dtypes.float64), 1.0)
+        assert not check[prims.add.id](_proxy((4, 4), dtypes.complex64), 1.0)  # dtype
         assert not check[prims.add.id](_proxy((4, 4), dtypes.int32), 1)
         for c in check.values():  # garbage never raises
             assert c(object(), None) is False

@@ -21,12 +21,13 @@ from . import ir, knobs
 log = logging.getLogger("thunder_padvec")
 
 _DTYPES = {
+    dtypes.float64: ir.DType.float64,
     dtypes.float32: ir.DType.float32,
     dtypes.float16: ir.DType.float16,
     dtypes.bfloat16: ir.DType.bfloat16,
     dtypes.bool8: ir.DType.bool,
 }
-FLOAT_DTYPES = {ir.DType.float32, ir.DType.float16, ir.DType.bfloat16}
+FLOAT_DTYPES = {ir.DType.float64, ir.DType.float32, ir.DType.float16, ir.DType.bfloat16}
 
 
 def ir_dtype(dtype) -> ir.DType | None:

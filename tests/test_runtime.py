@@ -153,3 +153,19 @@ def _reset_host_target(monkeypatch):
     fusion._host_target.cache_clear()
     monkeypatch.setattr(cache, "_memory", {})
     monkeypatch.setattr(fusion, "_host_target", functools.cache(fusion._host_target.__wrapped__))
+
+
+def test_threads_calling_one_fusion_at_once_get_their_own_results(emulated, generator):
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [_rope_args(generator) for _ in range(8)]
+    jitted, _, _ = jit_and_run(rope_one_entry, *inputs[0])
+
+    def call(args):
+        return [jitted(*args) for _ in range(5)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(call, inputs))
+    for args, outs in zip(inputs, results):
+        expected = rope_one_entry(*args)
+        assert all(torch.equal(out, expected) for out in outs)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import jit_and_run
+from thunder_padvec import schedule
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 INPUT_DTYPES = DTYPES * 3 + [torch.float64, torch.int32]
@@ -30,9 +31,9 @@ def programs(draw):
     shape[-1] = draw(st.sampled_from([shape[-1]] * 3 + [16, 24, 32, 48, 64]))
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
-    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast"]),
+    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
-    return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), layout=draw(st.sampled_from(
+    return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps)
 
 
@@ -61,7 +62,7 @@ def _same_layout_on(t, device):
 def _program(spec):
     """The drawn steps as a function of two inputs of the drawn shape."""
 
-    def fn(a, b):
+    def fn(a, b, row):
         values = [a, b]
         for kind, r in spec["steps"]:
             v = values[r % len(values)]
@@ -97,6 +98,8 @@ def _program(spec):
                 v = torch.where(v > 0, v, v * -0.5 if v.is_floating_point() else -v)
             elif kind == "broadcast":  # a size-1 slice broadcast back over the dim
                 v = v * v.narrow(dim, r % v.shape[dim], 1)
+            elif kind == "row":  # a row broadcast over every leading dim, as cos and sin are over heads
+                v = v + row.to(v.dtype) if v.shape[-1] == row.shape[-1] else -v
             values.append(v)
         return values[-1], values[len(values) // 2]
 
@@ -107,9 +110,16 @@ def _check(spec, device):
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
     a = _input(spec["shape"], spec["dtype"], spec["layout"], generator, device)
     b = _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
+    row = _input(spec["shape"][-1:], spec["dtype"], "contiguous", generator, device)
     fn = _program(spec)
-    _, outs, _ = jit_and_run(fn, a, b)
-    for got, want in zip(outs, fn(a, b)):
+    # "share": lift the launch-size floor so that threads also take several rows at these small sizes
+    saved = schedule.TUNING.min_threads
+    schedule.TUNING.min_threads = 0 if spec["share"] else saved
+    try:
+        _, outs, _ = jit_and_run(fn, a, b, row)
+    finally:
+        schedule.TUNING.min_threads = saved
+    for got, want in zip(outs, fn(a, b, row)):
         assert got.shape == want.shape and got.dtype == want.dtype
         # sin and tanh come from the host's libm here and PyTorch's own code in eager: the last bits may differ.
         torch.testing.assert_close(got, want, rtol=1e-5 if want.dtype in (torch.float32, torch.float64) else 1e-2,

@@ -124,3 +124,21 @@ def test_reshape_of_a_computed_value_stays_in_pytorch(emulated, generator):
     assert torch.equal(out, fn(x))
     names = [b.sym.name for b in trace.bound_symbols]
     assert "reshape" in names  # between the two fusions, in PyTorch
+
+
+def test_view_widths_follow_the_input_pointer_and_strides(emulated, generator):
+    """A view's loads are as wide as its input's alignment and the strides of its components allow."""
+    nh, groups, hs, n = 4, 2, 16, 16
+    width = (nh + 2 * groups) * hs
+    base = randn(2 * 5 * width + 1, dtype=torch.bfloat16, generator=generator)
+    cos, sin = randn(5, n, dtype=torch.bfloat16, generator=generator), randn(5, n, dtype=torch.bfloat16,
+                                                                              generator=generator)
+    aligned, shifted = base[:-1].view(2, 5, width), base[1:].view(2, 5, width)
+    jitted, _, _ = jit_and_run(qkv_split_rope, aligned, cos, sin, nh, groups, hs, n)
+    widths = explain(jitted)[0].widths
+    views = [n.name for n in explain(jitted)[0].kernel.nodes if type(n).__name__ == "View" and n.name in widths]
+    assert len(views) >= 2 and all(widths[v] == 8 for v in views)  # q's and k's reads of qkv
+    out = jitted(shifted, cos, sin, nh, groups, hs, n)  # 2 bytes past an aligned address
+    for got, want in zip(out, qkv_split_rope(shifted, cos, sin, nh, groups, hs, n)):
+        assert torch.equal(got, want)
+    assert all(explain(jitted)[0].widths[v] == 1 for v in views)

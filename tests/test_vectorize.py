@@ -214,3 +214,21 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
     # one load of cos per step that ropes, whatever the rows per thread
     roping_steps = sum(1 for first, _ in seg.steps if first * seg.chunk < n)
     assert report.source.count("args.in1 +") == roping_steps
+
+
+def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, generator):
+    """Llama's halves: the thread that owns columns c and c + 64 of a row needs x at both for either
+    output chunk (x * cos plus the rotated half), and loads each once."""
+    from thunder_padvec.examples import litgpt_rope
+
+    x = randn(1, 2, 4, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = randn(4, 128, dtype=torch.bfloat16, generator=generator), randn(4, 128, dtype=torch.bfloat16,
+                                                                               generator=generator)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.steps, seg.rows_per_thread) == (8, ((0, 8), (8, 8)), 1)
+    source = report.kernel_source
+    assert source.count("args.in0 +") == 2  # x at c and c + 64: four uses, two loads
+    assert source.count("args.in1 +") == 2 and source.count("args.in2 +") == 2  # cos and sin per step

@@ -120,23 +120,31 @@ EXAMPLES = ("seed", "litgpt", "qkv")
 
 
 def _explain(args: argparse.Namespace) -> int:
+    import torch
+
+    from . import emulation
+
+    on_gpu = torch.cuda.is_available() and not args.cpu
+    with emulation(not on_gpu):
+        return _explain_example(args, on_gpu)
+
+
+def _explain_example(args: argparse.Namespace, on_gpu: bool) -> int:
     import functools
 
     import thunder
     import torch
 
-    from . import configs, examples, explain, padvec, set_emulation
+    from . import configs, examples, explain, padvec
 
-    on_gpu = torch.cuda.is_available() and not args.cpu
-    if not on_gpu:
-        set_emulation(True)
     device = "cuda" if on_gpu else "cpu"
     cfg = next((c for c in configs.ALL if c.id == args.config), None)
     if cfg is None:
         print(f"unknown configuration {args.config}; one of: {', '.join(c.id for c in configs.ALL)}")
         return 2
-    # on the CPU the example runs at a small batch and sequence: the plan is the same but for its sizes
-    batch, seq = (cfg.batch, cfg.seq) if on_gpu else (1, 8)
+    # on the CPU the example runs at a small batch and sequence unless --full-size: the launch-size floor
+    # (threads taking several heads) and the grid follow the sizes, the rest of the plan does not
+    batch, seq = (cfg.batch, cfg.seq) if on_gpu or args.full_size else (1, 8)
     dtype = getattr(torch, args.dtype)
     n = cfg.rope_n_elem
     _, cos, sin = examples.rope_inputs(1, 1, seq, cfg.head_size, n, dtype, device)
@@ -181,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     explain.add_argument("--source", action="store_true", help="print the generated kernel too")
     explain.add_argument("--cpu", action="store_true", help="use CPU emulation even where a GPU is present")
+    explain.add_argument("--full-size", action="store_true",
+                         help="in emulation, run at the configuration's own batch and sequence (slow)")
     explain.set_defaults(run=_explain)
     args = parser.parse_args(argv)
     return args.run(args)

@@ -22,10 +22,10 @@ class Built:
         self.copy_ms = copy_roofline_ms(self.io_bytes)
 
 
-def check(name: str, outputs, expected) -> None:
+def check(name: str, outputs, expected, exact_padvec: bool = True) -> None:
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for out, ref in zip(outputs, expected):
-        if name == "padvec":  # the same rounding steps as eager
+        if name == "padvec" and exact_padvec:  # the forward keeps eager's rounding steps
             torch.testing.assert_close(out, ref, rtol=0, atol=0)
         else:  # fused compilers may keep float32 intermediates
             torch.testing.assert_close(out.float(), ref.float(), rtol=2e-2, atol=8e-2)
@@ -55,7 +55,8 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
         fn = executor(name, case, built.fn)
         if built.cotangents is not None:
             fn = with_backward(fn, built.cotangents)
-        check(name, fn(*built.args), built.expected)
+        # a backward is Thunder's decomposition, not autograd's kernels: compared with a tolerance
+        check(name, fn(*built.args), built.expected, exact_padvec=built.cotangents is None)
         peak = peak_bytes(fn, built.args)
         ms = graph_median_ms(lambda: fn(*built.args))
 

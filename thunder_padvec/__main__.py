@@ -82,17 +82,13 @@ def _bench(args: argparse.Namespace) -> int:
                 try:
                     record, _ = measure(built, name)
                     record["pass"] = record.pop("pass_")
-                    rows.append({k: record.get(k) for k in report.KEYS if k != "speedup_vs_compile"})
+                    rows.append({k: record.get(k) for k in report.KEYS})
                 except Unavailable as reason:
                     skipped.append(f"{name}: {reason}")
                 bar.update()
             del built
-    compile_ms = {report._case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
-    for r in rows:
-        base = compile_ms.get(report._case(r))
-        r["speedup_vs_compile"] = base / r["median_ms"] if base else None
     date = datetime.date.today().isoformat()
-    print(report.write(rows, [], torch.cuda.get_device_name(), date, Path(args.out)))
+    print(report.write(report.with_speedups(rows), [], torch.cuda.get_device_name(), date, Path(args.out)))
     for line in sorted(set(skipped)):
         print("skipped", line)
     return 0

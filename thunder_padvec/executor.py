@@ -23,7 +23,7 @@ from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
 from . import __version__, ops
 from .fusion import PadvecFusion
-from .lower import lower, view_outputs
+from .lower import lower
 
 log = logging.getLogger("thunder_padvec")
 
@@ -64,9 +64,8 @@ class PadvecExecutor(FusionExecutor):
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
         name = f"padvec{fusion_counter}"
-        views = view_outputs(inputs, outputs, flat)
-        fusion = PadvecFusion(lower(inputs, outputs, flat, views), name,
-                              lambda: _pytorch_callable(inputs, outputs, flat), views)
+        kernel, views = lower(inputs, outputs, flat)
+        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
     def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:

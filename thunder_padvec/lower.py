@@ -12,11 +12,13 @@ from . import ir, ops
 from .fusion import apply_chain
 
 
-def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: Sequence,
-          left_to_pytorch: tuple = ()) -> ir.Kernel:
-    """Translates claimed prims, in trace order, into IR nodes named after their proxies; the
-    outputs at the positions of ``left_to_pytorch`` (see :func:`view_outputs`) are not the kernel's."""
-    skipped = {outputs[k].name for k, _, _ in left_to_pytorch}
+def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: Sequence) -> tuple[ir.Kernel, tuple]:
+    """Translates claimed prims, in trace order, into IR nodes named after their proxies.
+
+    Returns the kernel and the region's outputs that are views of its inputs, ``(output position,
+    input position, chain)``: PyTorch makes those, as eager does, where the chain makes a view of a
+    contiguous input; a chain that makes PyTorch copy (a reshape of an expanded dim) stays the
+    kernel's, which reads the input anyway."""
     lowering = ops.Lowering()
     kernel_inputs = []
     for index, proxy in enumerate(inputs):
@@ -29,26 +31,14 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
         if isinstance(node, ir.Node):
             lowering.add(node)
             lowering.env[node.name] = node.name
-    kernel_outputs = tuple(lowering.env[p.name] for p in outputs if p.name not in skipped)
-    return ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes), kernel_outputs)
-
-
-def view_outputs(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: Sequence) -> tuple:
-    """The region's outputs that are views of its inputs: ``(output position, input position, chain)``.
-    PyTorch makes them, as eager does, where the chain makes a view of a contiguous input; a chain
-    that makes PyTorch copy (a reshape of an expanded dim) is the kernel's, which reads the input anyway."""
-    lowering = ops.Lowering()
-    for proxy in inputs:
-        lowering.chains[proxy.name] = (proxy.name, ())
-    for bsym in bsyms:
-        if bsym.sym.id in ops.LAYOUT_PRIMS:
-            lowering.extend_chain(bsym.args[0], bsym.output, ops.layout_op(bsym))
     position = {p.name: i for i, p in enumerate(inputs)}
-    found = []
+    views = []
     for k, p in enumerate(outputs):
         if p.name in lowering.chains:
             source, chain = lowering.chains[p.name]
             shape = tuple(int(s) for s in inputs[position[source]].shape)
             if not chain or apply_chain(torch.empty(shape, device="meta"), chain)._is_view():
-                found.append((k, position[source], chain))
-    return tuple(found)
+                views.append((k, position[source], chain))
+    skipped = {outputs[k].name for k, _, _ in views}
+    kernel_outputs = tuple(lowering.env[p.name] for p in outputs if p.name not in skipped)
+    return ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes), kernel_outputs), tuple(views)

@@ -295,20 +295,17 @@ def _transpose_problem(a, permutation) -> str | None:
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
 
 
-def _view_translator(make_op: Callable[[object], tuple]) -> Translator:
-    def translate(bsym, lowering: Lowering) -> ir.Node:
-        a, out = bsym.args[0], bsym.output
-        if a.name not in lowering.chains:
-            raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
-        lowering.extend_chain(a, out, make_op(bsym))
-        source, chain = lowering.chains[out.name]
-        return ir.View(out.name, lowering.tensor_type(out), source, chain)
-
-    return translate
+def _translate_view(bsym, lowering: Lowering) -> ir.Node:
+    a, out = bsym.args[0], bsym.output
+    if a.name not in lowering.chains:
+        raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
+    lowering.extend_chain(a, out, layout_op(bsym))
+    source, chain = lowering.chains[out.name]
+    return ir.View(out.name, lowering.tensor_type(out), source, chain)
 
 
-_register(prims.reshape, _reshape_problem, _view_translator(lambda b: layout_op(b)))
-_register(prims.transpose, _transpose_problem, _view_translator(lambda b: layout_op(b)))
+_register(prims.reshape, _reshape_problem, _translate_view)
+_register(prims.transpose, _transpose_problem, _translate_view)
 
 
 def layout_op(bsym) -> tuple:

@@ -40,6 +40,11 @@ def records(run: dict) -> list[dict]:
             continue
         info["pass"] = info.pop("pass_", "fwd")
         rows.append({k: info.get(k) for k in KEYS})
+    return with_speedups(rows)
+
+
+def with_speedups(rows: list[dict]) -> list[dict]:
+    """Sets each record's ``speedup_vs_compile``: torch.compile's time on the same case over its own."""
     compile_ms = {_case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
     for r in rows:
         base = compile_ms.get(_case(r))

@@ -345,12 +345,12 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
     r = _Segment(plan, seg)
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
     if seg.tiled:  # one block per row and step: its first column, and the threads that take part
-        steps, busiest = [], max(n for _, n in seg.steps)  # threads past the busiest step's returned early
+        steps = []  # threads past the busiest step returned early: only narrower steps need a guard
         for row in range(seg.rows_per_thread):
             r.row = row if seg.rows_per_thread > 1 else None
             for first, chunks in seg.steps:
                 r.step_column = first * seg.chunk
-                r.step_guard = f"col < {chunks * seg.chunk}" if chunks < busiest else ""
+                r.step_guard = f"col < {chunks * seg.chunk}" if chunks < seg.busy_threads else ""
                 inner = ["  " + line for line in _render_chunk(r)]
                 if r.step_guard:
                     inner = [f"  if ({r.step_guard}) {{", *("  " + line for line in inner), "  }"]
@@ -424,8 +424,7 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
         if seg.tiled:
             threads, tile = seg.threads_per_row, seg.tile_rows
-            busiest = max(n for _, n in seg.steps)
-            busy = f" && col < {busiest * seg.chunk}" if busiest < threads else ""
+            busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
             lines += [
                 f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {tile} + threadIdx.x / {threads};",
                 f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",

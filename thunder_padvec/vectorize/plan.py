@@ -116,6 +116,11 @@ class SegmentPlan:
         return f"[{shape}] {self.lanes} lanes per thread"
 
     @property
+    def busy_threads(self) -> int:
+        """Tiled: the threads of a row that take part in its busiest step (the others return at once)."""
+        return max(n for _, n in self.steps)
+
+    @property
     def tiled(self) -> bool:
         return self.whole_rows and self.threads_per_row > 1
 

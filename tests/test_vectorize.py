@@ -232,3 +232,30 @@ def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, gene
     source = report.kernel_source
     assert source.count("args.in0 +") == 2  # x at c and c + 64: four uses, two loads
     assert source.count("args.in1 +") == 2 and source.count("args.in2 +") == 2  # cos and sin per step
+
+
+@pytest.mark.parametrize("groups", [1, 2, 8])
+def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(emulated, generator, monkeypatch, groups):
+    """The qkv form with grouped queries: a thread's rows are heads of one query group, so the
+    expanded key and value rows they read are loaded once for all of them."""
+    import functools
+
+    from thunder_padvec import schedule
+    from thunder_padvec.examples import qkv_split_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    nh, hs, T = 8, 128, 3
+    qkv = randn(2, T, (nh + 2 * groups) * hs, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(T, hs, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    fn = functools.partial(qkv_split_rope, n_head=nh, n_query_groups=groups, head_size=hs, rope_n_elem=hs)
+    jitted, outs, _ = jit_and_run(fn, qkv, cos, sin)
+    for out, ref in zip(outs, fn(qkv, cos, sin)):
+        assert torch.equal(out, ref)
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.row_dim, seg.rows_per_thread) == (8, 1, 4), str(report)
+    loads = [line for line in report.kernel_source.splitlines() if "padvec_load<8>(g" in line]
+    # q: x at c and c + 64 for each of the 4 rows; k the same and v one per step, for each distinct
+    # group among the rows (v is a view of qkv, made by PyTorch, without grouping; one group: k is broadcast)
+    expected = {1: 8 + 2, 2: 8 + 4, 8: 8 + 2 * 4}[groups]
+    assert len([x for x in loads if "args.in0" in x]) == expected, "\n".join(loads)

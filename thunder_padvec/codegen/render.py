@@ -134,6 +134,8 @@ def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = N
         coord = r.node_coord(site, dim, lane=lane)
         if coord == 0:
             continue
+        if _row_invariant(r, site, dim, parts):  # the thread's rows read one row of this input
+            coord = f"c{r.seg.row_dim}_0"
         inner = math.prod(e for e, _ in parts)
         for k, (extent, stride) in enumerate(parts):
             inner //= extent
@@ -144,6 +146,16 @@ def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = N
                 digit = f"({digit} % {extent})"
             terms.append(f"{digit} * {stride}")
     return f"args.in{source.index} + ({' + '.join(terms) or '0'})"
+
+
+def _row_invariant(r: _Segment, site: Site, dim: int, parts) -> bool:
+    """Whether a view's coordinate along ``dim`` addresses the same element for all of the thread's
+    rows: its innermost component is broadcast (stride 0) over a multiple of ``rows_per_thread``
+    (the heads of grouped-query attention that share a key), so the rows share their loads."""
+    ref, offset = site.index_map[dim]
+    rows = r.seg.rows_per_thread
+    return (r.row is not None and ref == r.seg.row_dim and offset == 0 and bool(parts)
+            and parts[-1][1] == 0 and parts[-1][0] % rows == 0)
 
 
 def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:

@@ -53,8 +53,12 @@ def _check_gradients(case, device, dtype, generator):
     padvec_error = (grad.double() - exact_grad).abs().max().item()
     eager_error = (eager_grad.double() - exact_grad).abs().max().item()
     assert padvec_error <= 2 * eager_error + 1e-6, (padvec_error, eager_error)
-    traces = {r.trace for r in explain(jitted)}
-    assert traces == {"forward", "backward"}  # both passes run padvec kernels
+    reports = explain(jitted)
+    assert {r.trace for r in reports} == {"forward", "backward"}  # both passes run padvec kernels
+    if program is qkv_split_rope:  # qkv's gradient: written in the order of the permute that follows
+        orders = [order for r in reports for order in r.output_orders.values()]
+        assert orders == [(0, 3, 1, 2, 4)], [str(r) for r in reports]
+        assert grad.is_contiguous()
     return grad, eager_grad
 
 

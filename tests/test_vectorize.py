@@ -259,3 +259,21 @@ def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(emulate
     # group among the rows (v is a view of qkv, made by PyTorch, without grouping; one group: k is broadcast)
     expected = {1: 8 + 2, 2: 8 + 4, 8: 8 + 2 * 4}[groups]
     assert len([x for x in loads if "args.in0" in x]) == expected, "\n".join(loads)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_an_output_permuted_by_its_consumer_is_written_in_that_order(emulated, generator, dtype):
+    """A fused value whose one consumer permutes it (keeping the innermost dim) is allocated so the
+    permute is contiguous: the reshape after it is a view, and stores keep their full width."""
+    def fn(a, b):
+        y = torch.cat([a * 2, F.pad(b, (0, 0, 0, 0, 0, 1)) + 1], dim=1)  # [2, 5, 3, 16]
+        return y.permute(0, 2, 1, 3).reshape(2, 3, 80)
+
+    a = randn(2, 3, 3, 16, dtype=dtype, generator=generator)
+    b = randn(2, 1, 3, 16, dtype=dtype, generator=generator)
+    jitted, out, _ = jit_and_run(fn, a, b)
+    assert torch.equal(out, fn(a, b)) and out.is_contiguous()
+    report = _report(jitted)
+    assert list(report.output_orders.values()) == [(0, 2, 1, 3)], str(report)
+    assert "allocated so that its permute (0, 2, 1, 3) is contiguous" in str(report)
+    assert set(_store_widths(report)) == {16 // dtype.itemsize}, str(report)

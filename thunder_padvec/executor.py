@@ -116,9 +116,42 @@ class PadvecExecutor(FusionExecutor):
             counter += 1
         fused_trace.bound_symbols = fused_bsyms
         fused_trace = update_fusion_call_ctx(dce(rematerialize(fused_trace)))
+        _order_outputs_for_permutes(fused_trace)
         elapsed_ms = (time.perf_counter_ns() - start) // 1_000_000
         fused_trace.set_provenance(TraceProvenance(f"padvec fusion (took {elapsed_ms} milliseconds)"))
         return fused_trace
+
+
+def _order_outputs_for_permutes(trace: TraceCtx) -> None:
+    """An output whose one consumer permutes it (keeping its innermost dim) is allocated in the
+    permuted order: the permute's result is then contiguous, and a reshape after it is a view
+    rather than a copy (the gradient of a qkv tensor, assembled from q, k and v)."""
+    from .explain import fusions
+
+    _, consumers = utils.producers_and_consumers(trace)
+    for fusion, bsym in fusions(trace):
+        view_positions = {position for position, _, _ in fusion.views}
+        kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
+        orders = []
+        for proxy in kernel_outputs:
+            users = consumers.get(proxy, [])
+            order = None
+            permutation = _permutation(users[0]) if len(users) == 1 else None
+            if permutation and permutation[-1] == proxy.ndim - 1 and permutation != tuple(range(proxy.ndim)):
+                order = permutation
+            orders.append(order)
+        if any(orders):
+            fusion.set_output_orders(tuple(orders))
+            log.debug("%s: outputs allocated in the order of their permutes: %s", bsym.sym.name, orders)
+
+
+def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:
+    """The permutation of a transpose prim, or of a torch-level permute made of one."""
+    if bsym.sym.id == prims.PrimIDs.TRANSPOSE:
+        return tuple(bsym.args[1])
+    if len(bsym.subsymbols) == 1:
+        return _permutation(bsym.subsymbols[0])
+    return None
 
 
 def _dce(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]) -> list[BoundSymbol]:

@@ -38,6 +38,7 @@ class FusionReport:
     kernel: ir.Kernel
     widths: dict[str, int] = field(default_factory=dict)
     plan: VectorPlan | None = None  # the vector plan of the last call's specialization
+    output_orders: dict[str, tuple[int, ...]] = field(default_factory=dict)  # outputs allocated permuted
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
@@ -46,6 +47,8 @@ class FusionReport:
         head.append(f"  launch: {self.launch}")
         if self.plan is not None:
             head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
+        head += [f"  output {name} allocated so that its permute {order} is contiguous"
+                 for name, order in self.output_orders.items()]
         head.append(f"  source: {self.source_path}")
         cols = ("tensor", "role", "via", "projected", "width", "access")
         rows = [cols] + [
@@ -126,9 +129,10 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
         note = "" if spec is None else f"runs in PyTorch: {spec.error}"
         return FusionReport(fusion.name, trace, ops, [], None, note, None, fusion.kernel)
     accesses = _accesses(fusion.kernel, spec)
+    orders = {out: order for out, order in zip(fusion.kernel.outputs, fusion.output_orders) if order is not None}
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
-        spec.plan,
+        spec.plan, orders,
     )
 
 

@@ -136,6 +136,7 @@ class PadvecFusion:
         self.kernel, self.name, self._fallback = kernel, name, fallback
         self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
+        self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()
@@ -147,8 +148,26 @@ class PadvecFusion:
     def projection(self) -> vectorize.Projection:
         return vectorize.project(self.kernel)
 
+    def set_output_orders(self, orders: tuple[tuple[int, ...] | None, ...]) -> None:
+        """Allocates kernel output ``k`` so that ``out.permute(orders[k])`` is contiguous (its one
+        consumer permutes it, and a reshape after that permute is then a view, not a copy); None
+        keeps row-major. A permutation must keep the innermost dim innermost (the stores' vectors)."""
+        if len(orders) != len(self._outputs):
+            raise ValueError(f"{self.name}: {len(orders)} output orders for {len(self._outputs)} outputs")
+        for order, (shape, _) in zip(orders, self._outputs):
+            if order is not None and (sorted(order) != list(range(len(shape))) or order[-1] != len(shape) - 1):
+                raise ValueError(f"{self.name}: {order} is not a permutation keeping the last of {len(shape)} dims")
+        self.output_orders = tuple(orders)
+        self._specializations.clear()
+
     def _allocate(self, device: torch.device) -> list[torch.Tensor]:
-        outputs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self._outputs]
+        outputs = []
+        for (shape, dtype), order in zip(self._outputs, self.output_orders):
+            if order is None:
+                outputs.append(torch.empty(shape, dtype=dtype, device=device))
+            else:
+                buffer = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
+                outputs.append(buffer.permute([order.index(d) for d in range(len(order))]))
         if self._poison:
             for out in outputs:
                 out.fill_(float("nan") if out.is_floating_point() else True)
@@ -194,7 +213,8 @@ class PadvecFusion:
         self._check_arguments(device, args)
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
-        plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads)
+        plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
+                              tuple(tuple(o.stride()) for o in outputs))
         params = schedule(plan)
         body = codegen.render(plan, params)
         pack = ArgPack(len(args) + len(outputs))

@@ -1,52 +1,89 @@
-"""Kernel-shape experiments on one GPU: padvec's RoPE kernels under several tunings, beside the copy
-roofline and torch.compile, in one run. Prints one row per configuration and tuning."""
+"""Kernel-shape experiments on one GPU: padvec's kernels for the suite's cases under several tunings,
+beside torch.compile and the copy roofline (both timed again after the variants, to show drift).
+
+    python benchmarks/tools/explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd phi-2-b1-rope-bfloat16-fwd \\
+        --variants base: rows1:min_threads=4194304 b128:block=128 use50:MIN_THREAD_USE=0.5
+
+A variant is ``name:key=value,...``; a key names a field of ``schedule.TUNING`` or a constant of
+``vectorize.plan`` (restored after the variant). Prints one row per case and executor.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
 
 import thunder_padvec  # noqa: F401
 import thunder
 import torch
 
-from thunder_padvec import configs, padvec, schedule
-from thunder_padvec.examples import litgpt_rope, rope_inputs, rope_one_entry
+from thunder_padvec import schedule
+from thunder_padvec.bench.cases import build, cases, with_backward
+from thunder_padvec.bench.measure import check
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 
-TUNINGS = [(512, 1 << 18), (512, 1 << 19), (512, 1 << 30)]  # (max_row_bytes, min_threads)
-PICK = sys.argv[1:] or [c.id for c in configs.ALL]
+plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
+
+
+def _apply(settings: str) -> dict:
+    """Sets the variant's knobs; returns the old values."""
+    old = {}
+    for item in filter(None, settings.split(",")):
+        key, value = item.split("=")
+        target = schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module
+        old[key] = getattr(target, key)
+        setattr(target, key, type(old[key])(float(value)) if isinstance(old[key], (int, float)) else value)
+    return old
+
+
+def _restore(old: dict) -> None:
+    for key, value in old.items():
+        setattr(schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module, key, value)
 
 
 def main() -> None:
-    rows = []
-    for cfg in [c for c in configs.ALL if c.id in PICK]:
-        for dtype in ([torch.bfloat16, torch.float32] if cfg.name == "seed" else [torch.bfloat16]):
-            x, cos, sin = rope_inputs(cfg.batch, cfg.n_head, cfg.seq, cfg.head_size, cfg.rope_n_elem, dtype, "cuda")
-            fn = rope_one_entry if cfg.name == "seed" else litgpt_rope
-            n = cfg.rope_n_elem
-            expected = fn(x, cos, sin, n)
-            io = x.nbytes + cos.nbytes + sin.nbytes + expected.nbytes
-            copy = copy_roofline_ms(io)
-            torch._dynamo.reset()
-            compiled = torch.compile(fn, dynamic=False)
-            compiled(x, cos, sin, n)
-            compile_ms = graph_median_ms(lambda: compiled(x, cos, sin, n))
-            label = f"{cfg.id}/{str(dtype)[6:]}"
-            rows.append((label, "torch.compile", compile_ms, io, copy))
-            for max_row, min_threads in TUNINGS:
-                schedule.TUNING.max_row_bytes, schedule.TUNING.min_threads = max_row, min_threads
-                jitted = thunder.jit(fn, executors=[padvec])
-                out = jitted(x, cos, sin, n)
-                assert torch.equal(out, expected), label
-                rows.append((label, f"padvec row{max_row} t{min_threads.bit_length() - 1}", graph_median_ms(lambda: jitted(x, cos, sin, n)), io, copy))
-            rows.append((label, "copy", copy, io, copy))
-            print_rows(rows[-len(TUNINGS) - 2:])
-            sys.stdout.flush()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", nargs="+", required=True)
+    parser.add_argument("--variants", nargs="+", default=["base:"])
+    args = parser.parse_args()
+    by_id = {c.id: c for c in cases()}
+    for case_id in args.cases:
+        case = by_id[case_id]
+        fn, inputs, expected, io, cotangents = build(case, torch.Generator().manual_seed(0))
 
+        def wrap(f):
+            return f if cotangents is None else with_backward(f, cotangents)
+        rows = []
 
-def print_rows(rows) -> None:
-    for label, name, ms, io, copy in rows:
-        print(f"{label:24s} {name:22s} {ms:8.4f} ms {gbps(io, ms):6.0f} GB/s {copy / ms:6.1%} of copy")
+        def row(name, ms):
+            rows.append(name)
+            print(f"{case_id:40s} {name:22s} {ms * 1000:8.1f} us {gbps(io, ms):6.0f} GB/s {copy / ms:6.1%} of copy")
+
+        copy = copy_roofline_ms(io)
+        row("copy", copy)
+        torch._dynamo.reset()
+        compiled = wrap(torch.compile(fn, dynamic=False))
+        compiled(*inputs)
+        compile_ms = graph_median_ms(lambda: compiled(*inputs))
+        row("torch.compile", compile_ms)
+        for variant in args.variants:
+            name, _, settings = variant.partition(":")
+            old = _apply(settings)
+            try:
+                jit = thunder.jit(fn, executors=[thunder_padvec.padvec])
+                jitted = wrap(jit)
+                check("padvec", jitted(*inputs), expected, exact_padvec=cotangents is None)
+                row(f"padvec {name}", graph_median_ms(lambda: jitted(*inputs)))
+                for report in thunder_padvec.explain(jit):
+                    mapping = "; ".join(s.mapping for s in report.plan.segments) if report.plan else report.source
+                    print(f"{'':40s}   {report.name}: {report.launch} | {mapping}")
+            finally:
+                _restore(old)
+        row("torch.compile again", graph_median_ms(lambda: compiled(*inputs)))
+        copy = copy_roofline_ms(io)
+        row("copy again", copy)
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -271,11 +271,12 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     staging = r.seg.staging(store.output, output=True)
     if staging is not None:
         destination = f"{_staged_row(staging)} + l"
-    elif shape == r.shape and not any(store.offsets) and r.seg.rows_per_thread == 1:
+    elif (shape == r.shape and not any(store.offsets) and r.seg.rows_per_thread == 1
+          and r.plan.output_contiguous(store.output_index)):
         column = f"c{len(shape) - 1} + " if r.seg.tiled else ""
         destination = f"args.out{store.output_index} + (base + {column}l)"
     else:
-        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        strides = r.plan.output_layout(store.output_index).strides
         terms = [
             f"({r.lane_coord(d)}{f' + {p}' if p else ''}) * {stride}"
             for d, (p, stride, size) in enumerate(zip(store.offsets, strides, shape))

@@ -154,6 +154,17 @@ class VectorPlan:
     output_alignments: tuple[int, ...]
     segments: tuple[SegmentPlan, ...]
     views: tuple[tuple[str, Layout], ...] = ()  # the layout of each view node
+    output_strides: tuple[tuple[int, ...], ...] | None = None  # per output; None: all contiguous
+
+    def output_layout(self, index: int) -> Layout:
+        """An output's strides (contiguous unless allocated in a consumer's order) and alignment."""
+        node = self.kernel.node(self.kernel.outputs[index])
+        strides = self.output_strides[index] if self.output_strides else contiguous_strides(node.type.shape)
+        return Layout(tuple(strides), self.output_alignments[index])
+
+    def output_contiguous(self, index: int) -> bool:
+        node = self.kernel.node(self.kernel.outputs[index])
+        return self.output_layout(index).strides == contiguous_strides(node.type.shape)
 
     def layout_of(self, node: ir.Node) -> Layout:
         if isinstance(node, ir.View):
@@ -360,9 +371,9 @@ def _stage_input(kernel, seg: SegmentPlan, node: ir.Input, sites: list[Site], la
                    base + col_lo, max(width, 1), 0, 0)
 
 
-def _stage_output(kernel, seg: SegmentPlan, k: int, store) -> Staging | None:
+def _stage_output(kernel, seg: SegmentPlan, k: int, store, contiguous: bool) -> Staging | None:
     node = kernel.node(store.output)
-    if node.type.shape != seg.segment.shape or any(store.offsets):
+    if node.type.shape != seg.segment.shape or any(store.offsets) or not contiguous:
         return None
     itemsize = node.type.dtype.itemsize
     cols = node.type.shape[-1]
@@ -387,7 +398,8 @@ def _column_groups(seg: SegmentPlan) -> int:
     return groups
 
 
-def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) -> tuple[Staging, ...]:
+def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout],
+             contiguous_outputs: tuple[bool, ...]) -> tuple[Staging, ...]:
     if not seg.whole_rows or seg.tiled:
         return ()
     staged = []
@@ -397,7 +409,7 @@ def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout]) ->
             found = _stage_input(kernel, seg, node, sites, layouts[node.name])
             staged += [found] if found else []
     for k, store in enumerate(seg.segment.stores):
-        found = _stage_output(kernel, seg, k, store)
+        found = _stage_output(kernel, seg, k, store, contiguous_outputs[store.output_index])
         staged += [found] if found else []
     staged = list(_with_smem(staged, seg.tile_rows))
     while staged and sum(seg.tile_rows * s.pitch for s in staged) > SMEM_BYTES_PER_BLOCK:
@@ -413,8 +425,14 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
-         max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS) -> VectorPlan:
+         max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS,
+         output_strides: tuple[tuple[int, ...], ...] | None = None) -> VectorPlan:
+    """``output_strides``: where outputs are allocated in another order than row-major (their
+    innermost dim stays innermost), the strides the kernel stores at."""
     kernel = projection.kernel
+    shell = VectorPlan(projection, tuple(layouts), tuple(output_alignments), (), (),
+                       tuple(map(tuple, output_strides)) if output_strides else None)
+    contiguous_outputs = tuple(shell.output_contiguous(k) for k in range(len(kernel.outputs)))
     by_input = {i.name: layout for i, layout in zip(kernel.inputs, layouts)}
     views = tuple((n.name, view_layout(n, kernel.node(n.operand), by_input[n.operand]))
                   for n in kernel.nodes if isinstance(n, ir.View))
@@ -424,11 +442,8 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes)
         outputs = [kernel.node(s.output) for s in segment.stores]
         widths = [width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites]
-        store_widths = tuple(
-            width_of(node, store.frontier, chunk,
-                     Layout(contiguous_strides(node.type.shape), output_alignments[store.output_index]))
-            for node, store in zip(outputs, segment.stores)
-        )
+        store_widths = tuple(width_of(node, store.frontier, chunk, shell.output_layout(store.output_index))
+                             for node, store in zip(outputs, segment.stores))
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
@@ -436,7 +451,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
-        staged = _staging(kernel, seg, by_input)
+        staged = _staging(kernel, seg, by_input, contiguous_outputs)
         if staged:
             for site in segment.sites:
                 staging = next((s for s in staged if s.tensor == site.node and not s.output), None)
@@ -445,4 +460,4 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
                     widths[site.id] = _staged_width(site, free, staging)
             seg = replace(seg, widths=tuple(widths), staged=staged)
         segment_plans.append(seg)
-    return VectorPlan(projection, tuple(layouts), tuple(output_alignments), tuple(segment_plans), views)
+    return replace(shell, segments=tuple(segment_plans), views=views)

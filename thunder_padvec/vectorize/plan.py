@@ -53,6 +53,8 @@ STAGED_WARPS = 8  # warps of a block in row mode
 CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split the row
 MAX_STEPS = 8  # a row's chunks per thread, at most, when threads share rows
 MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
+SPARSE_THREAD_USE = 0.6  # the same, for rows that would otherwise be staged
+MIN_TILED_CHUNK_BYTES = 16  # narrower chunks, down to this, whose edges meet a row's breakpoints
 MAX_ROWS_PER_THREAD = 4
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 
@@ -271,15 +273,17 @@ def row_steps(kernel: ir.Kernel, segment: Segment, chunk: int, threads: int) -> 
     return tuple(steps)
 
 
-def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) -> tuple[int, tuple] | None:
-    """``(threads_per_row, steps)``: the most threads, at least ``least``, that keep ``MIN_THREAD_USE``
-    of their slots busy in at most ``MAX_STEPS`` steps."""
+def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4,
+               use: float | None = None) -> tuple[int, tuple] | None:
+    """``(threads_per_row, steps)``: the most threads, at least ``least``, that keep ``use`` (by
+    default ``MIN_THREAD_USE``) of their slots busy in at most ``MAX_STEPS`` steps."""
+    use = MIN_THREAD_USE if use is None else use
     threads = WARP
     while threads >= least:
         steps = row_steps(kernel, segment, chunk, threads)
         if steps is None:
             return None
-        if len(steps) <= MAX_STEPS and sum(n for _, n in steps) >= MIN_THREAD_USE * threads * len(steps):
+        if len(steps) <= MAX_STEPS and sum(n for _, n in steps) >= use * threads * len(steps):
             return threads, steps
         threads //= 2
     return None
@@ -315,6 +319,14 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tup
         sharing = share_rows(kernel, segment, chunk)
         if sharing is not None:
             return row, chunk, sharing
+        # Before staging: sparser steps, then narrower chunks whose edges meet the breakpoints
+        narrow = chunk
+        while narrow * min(itemsizes) >= MIN_TILED_CHUNK_BYTES:
+            for use in (MIN_THREAD_USE, SPARSE_THREAD_USE)[narrow == chunk:]:
+                sharing = share_rows(kernel, segment, narrow, use=use)
+                if sharing is not None:
+                    return row, narrow, sharing
+            narrow //= 2
         if row * max(itemsizes) <= max_row_bytes:
             return row, chunk, None
         sharing = share_rows(kernel, segment, chunk, least=2)

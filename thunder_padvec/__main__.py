@@ -46,7 +46,7 @@ def _timing_row(jitted, x, cos, sin, n, out) -> None:
     io_bytes = x.nbytes + cos.nbytes + sin.nbytes + out.nbytes
     eager_ms = timing.median_ms(lambda: examples.rope_one_entry(x, cos, sin, n))
     padvec_ms = timing.median_ms(lambda: jitted(x, cos, sin, n))
-    copy_ms = timing.copy_roofline_ms(io_bytes, graph=False)
+    copy_ms = timing.copy_roofline_ms(io_bytes)
     print(f"{'':10s} {'ms':>8s} {'GB/s':>8s} {'of copy':>8s}")
     for name, ms in (("eager", eager_ms), ("padvec", padvec_ms), ("copy", copy_ms)):
         print(f"{name:10s} {ms:8.4f} {timing.gbps(io_bytes, ms):8.0f} {copy_ms / ms:8.1%}")

@@ -40,13 +40,11 @@ def graph_median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 3
     return median_ms(graph.replay, repeats=repeats, warmup=1)
 
 
-def copy_roofline_ms(nbytes: int, graph: bool = True, **kwargs) -> float:
-    """A device-to-device copy that reads and writes ``nbytes`` in all (``nbytes / 2`` each way),
-    timed as what it is compared with is: by CUDA-graph replay (``graph_median_ms``), or with events
-    around each call (``median_ms``)."""
+def copy_roofline_ms(nbytes: int, **kwargs) -> float:
+    """A device-to-device copy that reads and writes ``nbytes`` in all (``nbytes / 2`` each way)."""
     src = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    return (graph_median_ms if graph else median_ms)(lambda: dst.copy_(src), **kwargs)
+    return median_ms(lambda: dst.copy_(src), **kwargs)
 
 
 def gbps(nbytes: int, ms: float) -> float:

@@ -2,7 +2,7 @@
 
 Device time is the median of CUDA-graph replays of one call, the L2 flushed before each (the host's
 per-call overhead is left out, for every executor alike); the copy roofline is a device-to-device
-copy of the case's minimal IO bytes, timed the same way in the same process.
+copy of the case's minimal IO bytes, timed in the same process.
 """
 
 from __future__ import annotations

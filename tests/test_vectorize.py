@@ -3,6 +3,8 @@
 Cases follow the seed change (nvFuser's resize-aware vectorization) and its follow-ups.
 """
 
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,9 @@ import torch.nn.functional as F
 from helpers import jit_and_run, randn, unfused_ops
 from thunder_padvec import explain, vectorize
 from thunder_padvec.examples import rope_one_entry
+
+
+vectorize_plan = importlib.import_module("thunder_padvec.vectorize.plan")
 
 
 def _report(jitted):
@@ -75,7 +80,9 @@ def test_input_used_by_pad_and_relu_is_loaded_once(emulated, generator):
     [(torch.bfloat16, 8, 4), (torch.float16, 8, 4), (torch.float32, 4, 4)],
     ids=["bf16", "fp16", "fp32"],
 )
-def test_seed_rope_widths(emulated, generator, dtype, vector, half):
+def test_seed_rope_widths(emulated, generator, monkeypatch, dtype, vector, half):
+    # at the seed's own size (millions of rows) rows are staged, not split into narrower chunks
+    monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", 0)
     x = randn(2, 2, 16, 32, dtype=dtype, generator=generator)
     cos, sin = randn(16, 8, dtype=dtype, generator=generator), randn(16, 8, dtype=dtype, generator=generator)
     jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
@@ -151,7 +158,7 @@ ROW_CASES = [
     (256, 256, torch.bfloat16, 16, 8),  # Gemma
     (80, 32, torch.bfloat16, 4, 8),  # phi-2: halves of 16, 48 passed through: steps of 2, 2, 4, 2 chunks
     (96, 96, torch.bfloat16, 8, 8),  # Phi-3: halves of 48 = 6 chunks, 8 threads, 6 busy
-    (64, 16, torch.bfloat16, 1, 8),  # pythia: halves of 8 = one chunk: staged
+    (64, 16, torch.bfloat16, 4, 4),  # pythia: halves of 8, in a small launch 4-lane chunks (large: staged, below)
     (128, 128, torch.float32, 16, 4),
     (128, 128, torch.float16, 8, 8),
 ]
@@ -171,27 +178,32 @@ def test_row_mode_threads_and_numbers(emulated, generator, case):
     (seg,) = report.plan.segments
     assert (seg.whole_rows, seg.threads_per_row, seg.chunk) == (True, threads, chunk), str(report)
     assert bool(seg.staged) == (threads == 1), str(report)
-    vector = 16 // x.element_size()
+    vector = min(16 // x.element_size(), chunk)
     assert (report.widths["x"], report.widths["cos"], report.widths["sin"]) == (vector,) * 3, str(report)
     assert _store_widths(report) == [vector]
 
 
 @pytest.mark.parametrize(
-    "fn, shape, threads",
+    "fn, shape, threads, chunk, narrow_max_threads",
     [
-        (lambda x: F.pad(x, (0, 16)) * 2.0, (6, 48), 8),  # slabs of 12 and 4 chunks: steps of 8, 4, 4
-        (lambda x: torch.cat((x[..., 32:], x[..., :32]), -1) + 1.0, (6, 64), 8),
-        (lambda x: torch.cat((x[..., 4:], x[..., :4]), -1) + 1.0, (6, 64), 8),  # steps of 8, 7 and 1 chunks
-        (lambda x: torch.cat((x[..., 2:], x[..., :2]), -1) + 1.0, (6, 64), 1),  # an edge inside a chunk
+        (lambda x: F.pad(x, (0, 16)) * 2.0, (6, 48), 8, 4, None),  # slabs of 12 and 4 chunks: steps of 8, 4, 4
+        (lambda x: torch.cat((x[..., 32:], x[..., :32]), -1) + 1.0, (6, 64), 8, 4, None),
+        (lambda x: torch.cat((x[..., 4:], x[..., :4]), -1) + 1.0, (6, 64), 8, 4, None),  # steps of 8, 7 and 1 chunks
+        # an edge inside a 16-byte chunk: 2-lane chunks in a small launch, else a staged row
+        (lambda x: torch.cat((x[..., 2:], x[..., :2]), -1) + 1.0, (6, 64), 16, 2, None),
+        (lambda x: torch.cat((x[..., 2:], x[..., :2]), -1) + 1.0, (6, 64), 1, 4, 0),
     ],
-    ids=["pad-tail", "swap-halves", "rotate-by-4", "rotate-by-2"],
+    ids=["pad-tail", "swap-halves", "rotate-by-4", "rotate-by-2", "rotate-by-2-large"],
 )
-def test_threads_per_row_follow_the_breakpoints(emulated, generator, fn, shape, threads):
+def test_threads_per_row_follow_the_breakpoints(emulated, generator, monkeypatch, fn, shape, threads, chunk,
+                                                narrow_max_threads):
+    if narrow_max_threads is not None:
+        monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", narrow_max_threads)
     x = randn(*shape, generator=generator)
     jitted, out, _ = jit_and_run(fn, x)
     assert torch.equal(out, fn(x))
     (seg,) = _report(jitted).plan.segments
-    assert seg.threads_per_row == threads
+    assert (seg.threads_per_row, seg.chunk) == (threads, chunk)
 
 
 @pytest.mark.parametrize("case", ROW_CASES[:4], ids=lambda c: f"hs{c[0]}-rope{c[1]}")
@@ -277,3 +289,23 @@ def test_an_output_permuted_by_its_consumer_is_written_in_that_order(emulated, g
     assert list(report.output_orders.values()) == [(0, 2, 1, 3)], str(report)
     assert "allocated so that its permute (0, 2, 1, 3) is contiguous" in str(report)
     assert set(_store_widths(report)) == {16 // dtype.itemsize}, str(report)
+
+
+@pytest.mark.parametrize("narrow_max_threads, mapping", [
+    (1 << 20, "rows shared by 4 threads, 4-lane chunks, 5 steps"),
+    (0, "a row per thread in 8-lane chunks, staged in shared memory, 2 column group(s)"),
+])
+def test_small_launches_split_short_slabs_into_narrower_chunks(emulated, generator, monkeypatch, narrow_max_threads,
+                                                               mapping):
+    """pythia's rows (64 features, halves of 8): 8-lane chunks leave too many threads idle, so a small
+    launch shares rows in 4-lane chunks whose edges meet the halves; a large one stages its rows."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", narrow_max_threads)
+    x = randn(2, 3, 8, 64, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 16)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
+    (seg,) = _report(jitted).plan.segments
+    assert seg.mapping.endswith(mapping)
+    assert set(seg.widths) | set(seg.store_widths) <= {seg.chunk} | {1, 2, 4} and max(seg.store_widths) == seg.chunk

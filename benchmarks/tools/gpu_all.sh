@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One GPU-machine call for a whole session's checks, in order of importance, each part bounded:
-#   1. pytest -m gpu (the random-program budget from PADVEC_GPU_PROGRAMS, default 80)
-#   2. the RoPE suite, forward then forward+backward, each form in its own part (run JSONs under $OUT)
-#   3. the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
+# GPU-machine checks and measurements, by part (all parts, in this order, when none is named):
+#   tests      pytest -m gpu (the random-program budget from PADVEC_GPU_PROGRAMS, default 80)
+#   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
+#   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT)
+#   host       the host-path benchmark
+# A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
 # Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack
 # into .whl/nb: nbclient nbformat jupyter_client jupyter_core traitlets pyzmq tornado ipykernel ipython comm
 # debugpy psutil nest_asyncio matplotlib-inline jedi parso prompt_toolkit wcwidth pexpect ptyprocess stack_data
@@ -13,16 +15,23 @@ set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tmp/padvec-cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider 2>&1 | tee $OUT/gpu_tests.log | tail -4
-for part in "not qkv and not bwd and not test_host" "qkv and not bwd" "not qkv and bwd and not test_host" "qkv and bwd" "test_host"; do
-  name=$(echo "$part" | tr -c 'a-z' '_')
-  timeout 280 python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
-    --benchmark-json=$OUT/run_$name.json -k "$part" 2>&1 | tee -a $OUT/suite.log | tail -1
-done
-if ls .whl/nb/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl
-  mkdir -p $OUT/notebooks
-  PYTHONPATH=/tmp/nb-site:$PYTHONPATH timeout 240 python3 -c "
+
+suite() {  # suite <name> <-k expression>
+  timeout -s INT 280 python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
+    --benchmark-json=$OUT/run_$1.json -k "$2" 2>&1 | tee -a $OUT/suite.log | tail -1
+}
+
+for part in ${@:-tests notebooks fwd bwd host}; do
+  case $part in
+    tests) timeout -s INT 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
+    fwd) suite fwd_rope "not qkv and not bwd and not test_host"; suite fwd_qkv "qkv and not bwd" ;;
+    bwd) suite bwd_rope "not qkv and bwd and not test_host"; suite bwd_qkv "qkv and bwd" ;;
+    host) suite host "test_host" ;;
+    notebooks)
+      ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl
+      mkdir -p $OUT/notebooks
+      PYTHONPATH=/tmp/nb-site:$PYTHONPATH timeout 240 python3 -c "
 import sys, nbformat
 from nbclient import NotebookClient
 for path in sys.argv[1:]:
@@ -30,5 +39,6 @@ for path in sys.argv[1:]:
     NotebookClient(nb, timeout=200, kernel_name='python3', resources={'metadata': {'path': 'notebooks'}}).execute()
     nbformat.write(nb, '$OUT/' + path)
     print('executed', path)
-" notebooks/*.ipynb 2>&1 | tail -3
-fi
+" notebooks/*.ipynb 2>&1 | tail -3 ;;
+  esac
+done

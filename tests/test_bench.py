@@ -32,3 +32,21 @@ def test_executors_agree_with_eager(emulated, cfg, form, pass_, name):
         assert expected[0].shape == args[0].shape  # the gradient of x
     check(name, run(*args), expected)
     assert io_bytes > sum(a.nbytes for a in args)
+
+
+@pytest.mark.parametrize("name, raised", [("eager", "Unavailable"), ("padvec", "AssertionError")])
+def test_a_peer_that_disagrees_is_reported_and_padvec_fails_the_suite(emulated, name, raised):
+    """The suite's own executor must agree with eager; a peer that does not is skipped with the reason."""
+    from thunder_padvec.bench.measure import Built, Unavailable, measure
+
+    case = Case(TINY[0], "rope", "bfloat16", "fwd")
+    built = Built.__new__(Built)  # no copy timing: that needs a GPU
+    built.case = case
+    built.fn, built.args, expected, built.io_bytes, built.cotangents = build(case, torch.Generator().manual_seed(0),
+                                                                             device="cpu")
+    built.expected = tuple(e + 1 for e in expected)  # a reference nobody matches
+    with pytest.raises((Unavailable, AssertionError)) as info:
+        measure(built, name)
+    assert type(info.value).__name__ == raised
+    if raised == "Unavailable":
+        assert "not close" in str(info.value)

@@ -113,11 +113,15 @@ def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) ->
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     title = f"RoPE suite, {gpu}, {date}"
     text = markdown(rows, title) if rows else ""
+    host_file = out / f"{stem}-host.json"
+    earlier = not host and host_file.exists()
+    if earlier:  # this run measured no host path: the day's earlier one is kept and shown
+        host = json.loads(host_file.read_text())
     if host:
-        text += "\n### Host path\n\n" + "\n".join(
+        text += "\n### Host path" + (f" (an earlier run, `{host_file.name}`)" if earlier else "") + "\n\n" + "\n".join(
             f"- {h['what']}: " + (f"{h['per_call_us']:.1f} µs per call" if "per_call_us" in h else f"{h['seconds']:.2f} s")
             for h in host) + "\n"
-        (out / f"{stem}-host.json").write_text(json.dumps(host, indent=1) + "\n")
+        host_file.write_text(json.dumps(host, indent=1) + "\n")
     (out / f"{stem}.md").write_text(text)
     if rows:
         plot(rows, out / f"{stem}.png", title)

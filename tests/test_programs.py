@@ -1,7 +1,7 @@
 """Random programs of pad, slice, cat, casts and pointwise ops, through padvec, against eager.
 
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
-ones, broadcasts, casts, pointwise ops, where), the shapes (sizes 0 to 9, and rows of 16 to 64 that
+ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values), the shapes (sizes 0 to 9, and rows of 16 to 64 that
 threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
 (contiguous, transposed, offset views). Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
@@ -31,7 +31,8 @@ def programs(draw):
     shape[-1] = draw(st.sampled_from([shape[-1]] * 3 + [16, 24, 32, 48, 64]))
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
-    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row"]),
+    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
+                                                                  "permute"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps)
@@ -100,6 +101,12 @@ def _program(spec):
                 v = v * v.narrow(dim, r % v.shape[dim], 1)
             elif kind == "row":  # a row broadcast over every leading dim, as cos and sin are over heads
                 v = v + row.to(v.dtype) if v.shape[-1] == row.shape[-1] else -v
+            elif kind == "permute":  # of a computed value (PyTorch's), then flattened as a qkv gradient is
+                order, lead = list(range(v.dim())), max(v.dim() - (r % 2), 1)  # odd r: the last dim stays last
+                i, j = r % lead, (r // 5) % lead
+                order[i], order[j] = order[j], order[i]
+                v = (v * 2).permute(order)
+                v = v.reshape(-1, v.shape[-1]) if (r // 3) % 2 and v.dim() > 1 else v
             values.append(v)
         return values[-1], values[len(values) // 2]
 

@@ -7,14 +7,11 @@ In row mode a block stages ``tile_rows`` rows; otherwise a thread owns one group
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 
 from .vectorize import VectorPlan
-from .vectorize.plan import MIN_THREADS, WARP
-
-_plan = importlib.import_module(".vectorize.plan", __package__)  # the module, not vectorize.plan()
+from .vectorize.plan import MIN_THREADS, STAGED_WARPS, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 
@@ -71,7 +68,7 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     block = block or TUNING.block
     smem = max((seg.smem_bytes for seg in plan.segments), default=0)
     if any(seg.whole_rows for seg in plan.segments):
-        block = WARP * _plan.STAGED_WARPS  # read at each call: a knob for experiments
+        block = WARP * STAGED_WARPS
     segments, first = [], 0
     for seg in plan.segments:
         groups = seg.groups

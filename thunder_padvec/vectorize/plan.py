@@ -53,7 +53,6 @@ STAGED_WARPS = 8  # warps of a block in row mode
 CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split the row
 MAX_STEPS = 8  # a row's chunks per thread, at most, when threads share rows
 MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
-SPARSE_THREAD_USE = 0.6  # the same, for rows that would otherwise be staged
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
@@ -274,17 +273,15 @@ def row_steps(kernel: ir.Kernel, segment: Segment, chunk: int, threads: int) -> 
     return tuple(steps)
 
 
-def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4,
-               use: float | None = None) -> tuple[int, tuple] | None:
-    """``(threads_per_row, steps)``: the most threads, at least ``least``, that keep ``use`` (by
-    default ``MIN_THREAD_USE``) of their slots busy in at most ``MAX_STEPS`` steps."""
-    use = MIN_THREAD_USE if use is None else use
+def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) -> tuple[int, tuple] | None:
+    """``(threads_per_row, steps)``: the most threads, at least ``least``, that keep ``MIN_THREAD_USE``
+    of their slots busy in at most ``MAX_STEPS`` steps."""
     threads = WARP
     while threads >= least:
         steps = row_steps(kernel, segment, chunk, threads)
         if steps is None:
             return None
-        if len(steps) <= MAX_STEPS and sum(n for _, n in steps) >= use * threads * len(steps):
+        if len(steps) <= MAX_STEPS and sum(n for _, n in steps) >= MIN_THREAD_USE * threads * len(steps):
             return threads, steps
         threads //= 2
     return None
@@ -320,16 +317,14 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tup
         sharing = share_rows(kernel, segment, chunk)
         if sharing is not None:
             return row, chunk, sharing
-        # Before staging: sparser steps, then narrower chunks whose edges meet the breakpoints
-        # (on the H200, pythia's rows: 9-13% faster in small launches, whose staged blocks' load, compute
-        # and store phases do not overlap; the seed's in float32, 4 M rows: 14% slower than staged)
-        narrow = chunk
+        # Before staging, in small launches: narrower chunks whose edges meet the breakpoints (on the
+        # H200, pythia's rows: 9-13% faster, as the staged blocks' load, compute and store phases do not
+        # overlap; the seed's in float32, 4 M rows: 14% slower than staged)
+        narrow = chunk // 2
         while narrow * min(itemsizes) >= MIN_TILED_CHUNK_BYTES:
-            for use in (MIN_THREAD_USE, SPARSE_THREAD_USE)[narrow == chunk:]:
-                sharing = share_rows(kernel, segment, narrow, use=use)
-                if sharing is not None and (narrow == chunk or
-                                            math.prod(shape[:-1]) * sharing[0] <= NARROW_MAX_THREADS):
-                    return row, narrow, sharing
+            sharing = share_rows(kernel, segment, narrow)
+            if sharing is not None and math.prod(shape[:-1]) * sharing[0] <= NARROW_MAX_THREADS:
+                return row, narrow, sharing
             narrow //= 2
         if row * max(itemsizes) <= max_row_bytes:
             return row, chunk, None

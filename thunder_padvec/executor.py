@@ -22,6 +22,7 @@ from thunder.executors.utils import Region
 from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
 from . import __version__, ops
+from .explain import fusions
 from .fusion import PadvecFusion
 from .lower import lower
 
@@ -126,23 +127,23 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
     """An output whose one consumer permutes it (keeping its innermost dim) is allocated in the
     permuted order: the permute's result is then contiguous, and a reshape after it is a view
     rather than a copy (the gradient of a qkv tensor, assembled from q, k and v)."""
-    from .explain import fusions
-
     _, consumers = utils.producers_and_consumers(trace)
     for fusion, bsym in fusions(trace):
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
-        orders = []
-        for proxy in kernel_outputs:
-            users = consumers.get(proxy, [])
-            order = None
-            permutation = _permutation(users[0]) if len(users) == 1 else None
-            if permutation and permutation[-1] == proxy.ndim - 1 and permutation != tuple(range(proxy.ndim)):
-                order = permutation
-            orders.append(order)
+        orders = [_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs]
         if any(orders):
             fusion.set_output_orders(tuple(orders))
             log.debug("%s: outputs allocated in the order of their permutes: %s", bsym.sym.name, orders)
+
+
+def _permuted_order(proxy: TensorProxy, users: list[BoundSymbol]) -> tuple[int, ...] | None:
+    """The permutation of the one consumer of ``proxy``, if that consumer permutes it and keeps its
+    innermost dim innermost."""
+    permutation = _permutation(users[0]) if len(users) == 1 else None
+    if permutation and permutation[-1] == proxy.ndim - 1 and permutation != tuple(range(proxy.ndim)):
+        return permutation
+    return None
 
 
 def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:

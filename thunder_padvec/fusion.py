@@ -137,6 +137,8 @@ class PadvecFusion:
         self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
         self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
+        # per output: the shape to allocate and the permutation back to the output's dims (None: none)
+        self._allocations = [(shape, dtype, None) for shape, dtype in self._outputs]
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()
@@ -158,16 +160,17 @@ class PadvecFusion:
             if order is not None and (sorted(order) != list(range(len(shape))) or order[-1] != len(shape) - 1):
                 raise ValueError(f"{self.name}: {order} is not a permutation keeping the last of {len(shape)} dims")
         self.output_orders = tuple(orders)
+        self._allocations = [
+            (shape, dtype, None) if order is None
+            else ([shape[d] for d in order], dtype, [order.index(d) for d in range(len(order))])
+            for order, (shape, dtype) in zip(orders, self._outputs)
+        ]
         self._specializations.clear()
 
     def _allocate(self, device: torch.device) -> list[torch.Tensor]:
-        outputs = []
-        for (shape, dtype), order in zip(self._outputs, self.output_orders):
-            if order is None:
-                outputs.append(torch.empty(shape, dtype=dtype, device=device))
-            else:
-                buffer = torch.empty([shape[d] for d in order], dtype=dtype, device=device)
-                outputs.append(buffer.permute([order.index(d) for d in range(len(order))]))
+        outputs = [torch.empty(shape, dtype=dtype, device=device) if back is None
+                   else torch.empty(shape, dtype=dtype, device=device).permute(back)
+                   for shape, dtype, back in self._allocations]
         if self._poison:
             for out in outputs:
                 out.fill_(float("nan") if out.is_floating_point() else True)

@@ -26,20 +26,21 @@ from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
 
 
-def _apply(settings: str) -> dict:
-    """Sets the variant's knobs; returns the old values."""
-    old = {}
+def _apply(settings: str) -> list[tuple[object, str, object]]:
+    """Sets the variant's knobs; returns ``(owner, key, old value)`` of each, for ``_restore``."""
+    old = []
     for item in filter(None, settings.split(",")):
         key, value = item.split("=")
-        target = schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module
-        old[key] = getattr(target, key)
-        setattr(target, key, type(old[key])(float(value)) if isinstance(old[key], (int, float)) else value)
+        owner = schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module
+        before = getattr(owner, key)
+        old.append((owner, key, before))
+        setattr(owner, key, type(before)(float(value)) if isinstance(before, (int, float)) else value)
     return old
 
 
-def _restore(old: dict) -> None:
-    for key, value in old.items():
-        setattr(schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module, key, value)
+def _restore(old: list[tuple[object, str, object]]) -> None:
+    for owner, key, value in old:
+        setattr(owner, key, value)
 
 
 def main() -> None:
@@ -54,10 +55,8 @@ def main() -> None:
 
         def wrap(f):
             return f if cotangents is None else with_backward(f, cotangents)
-        rows = []
 
         def row(name, ms):
-            rows.append(name)
             print(f"{case_id:40s} {name:22s} {ms * 1000:8.1f} us {gbps(io, ms):6.0f} GB/s {copy / ms:6.1%} of copy")
 
         copy = copy_roofline_ms(io)

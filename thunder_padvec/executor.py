@@ -25,6 +25,7 @@ from . import __version__, ops
 from .explain import fusions
 from .fusion import PadvecFusion
 from .lower import lower
+from .reshapes import UnfoldableReshape, split_groups
 
 log = logging.getLogger("thunder_padvec")
 
@@ -58,14 +59,25 @@ class PadvecExecutor(FusionExecutor):
         utils.check(bsym.subsymbols, lambda: f"padvec cannot flatten {bsym.sym.name}", AssertionError)
         return [prim for sub in bsym.subsymbols for prim in self.flatten(sub)]
 
-    def fuse(self, region, fusion_counter: int) -> BoundSymbol:
-        """Accepts Thunder's ``Region`` or any object with ``inputs``, ``outputs`` and ``bound_symbols``."""
+    def fuse(self, region, fusion_counter: int, raise_unfoldable: bool = False) -> BoundSymbol:
+        """Accepts Thunder's ``Region`` or any object with ``inputs``, ``outputs`` and ``bound_symbols``.
+
+        A region with a reshape that can't be computed in its new shape raises
+        :class:`~thunder_padvec.reshapes.UnfoldableReshape` where ``raise_unfoldable`` (the fusion
+        pass then leaves that reshape to PyTorch), and otherwise runs in PyTorch as a whole."""
         inputs: list[Proxy] = [unvariableify(x) for x in region.inputs]
         outputs: list[Proxy] = [unvariableify(x) for x in region.outputs]
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
         name = f"padvec{fusion_counter}"
-        kernel, views = lower(inputs, outputs, flat)
+        try:
+            kernel, views = lower(inputs, outputs, flat)
+        except UnfoldableReshape as err:
+            if raise_unfoldable:
+                raise
+            log.debug("%s runs in PyTorch: %s", name, err)
+            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
+                                                     outputs=outputs, bsyms=flat)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
@@ -80,8 +92,9 @@ class PadvecExecutor(FusionExecutor):
         return self.get_fuel()
 
     def _unfoldable(self, trace: TraceCtx) -> set[int]:
-        """Ids of the bound symbols with a reshape or permute of a value padvec would compute: a
-        kernel folds those ops only into the loads of its inputs, so they stay in PyTorch."""
+        """Ids of the bound symbols with a permute, or a reshape that merges dims, of a value padvec
+        would compute: a kernel folds those ops only into the loads of its inputs, so they stay in
+        PyTorch. (A reshape that splits dims is computed in its new shape, see :mod:`.reshapes`.)"""
         computed: set[str] = set()
         blocked: set[int] = set()
         for bsym in trace.bound_symbols:
@@ -91,16 +104,13 @@ class PadvecExecutor(FusionExecutor):
                 from_computed = any(p.name in computed for p in prim.flat_proxy_args)
                 if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
                     computed.update(p.name for p in prim.flat_proxy_outs)
-                if prim.sym.id in ops.FOLDED_PRIMS and from_computed:
+                if prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim):
                     blocked.add(id(bsym))
         return blocked
 
-    def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
-        start = time.perf_counter_ns()
-        fused_trace = from_trace(trace)
-        producers, consumers = utils.producers_and_consumers(trace)
-
-        blocked = self._unfoldable(trace)
+    def _fused(self, trace: TraceCtx, blocked: set[int], producers, consumers,
+               leave_unfoldable: bool = False) -> list[BoundSymbol]:
+        """The trace's bound symbols with each region of claimed ones replaced by its fusion."""
 
         def claimable(node: Node) -> bool:
             if any(id(b) in blocked for b in node.group_bsyms):
@@ -113,8 +123,28 @@ class PadvecExecutor(FusionExecutor):
             if not self._fusible(bsyms, region):
                 fused_bsyms.extend(bsyms)
                 continue
-            fused_bsyms.append(self.fuse(region, counter))
+            fused_bsyms.append(self.fuse(region, counter, raise_unfoldable=not leave_unfoldable))
             counter += 1
+        return fused_bsyms
+
+    def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
+        start = time.perf_counter_ns()
+        fused_trace = from_trace(trace)
+        producers, consumers = utils.producers_and_consumers(trace)
+
+        blocked = self._unfoldable(trace)
+        while True:  # a reshape that can't be computed in its new shape is left to PyTorch, and regions built again
+            try:
+                fused_bsyms = self._fused(trace, blocked, producers, consumers)
+                break
+            except UnfoldableReshape as err:
+                culprit = next((b for b in trace.bound_symbols if id(b) not in blocked and self.can_fuse(b) and any(
+                    p.name == err.name for prim in self.flatten(b) for p in prim.flat_proxy_outs)), None)
+                log.debug("padvec leaves a reshape to PyTorch: %s", err)
+                if culprit is None:
+                    fused_bsyms = self._fused(trace, blocked, producers, consumers, leave_unfoldable=True)
+                    break
+                blocked.add(id(culprit))
         fused_trace.bound_symbols = fused_bsyms
         fused_trace = update_fusion_call_ctx(dce(rematerialize(fused_trace)))
         _order_outputs_for_permutes(fused_trace)
@@ -153,6 +183,14 @@ def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:
     if len(bsym.subsymbols) == 1:
         return _permutation(bsym.subsymbols[0])
     return None
+
+
+def _splits(prim: BoundSymbol) -> bool:
+    """Whether a prim is a reshape that only splits dims."""
+    if prim.sym.id != prims.PrimIDs.RESHAPE:
+        return False
+    old, new = prim.args[0].shape, prim.output.shape
+    return split_groups(tuple(int(s) for s in old), tuple(int(s) for s in new)) is not None
 
 
 def _dce(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]) -> list[BoundSymbol]:

@@ -159,6 +159,29 @@ class View(Node):
         return (self.operand,)
 
 
+@dataclass(frozen=True)
+class Reduce(Node):
+    """The sum over ``dims`` (removed from the shape) of a few elements each, in index order; math runs
+    in the compute type (float for 16-bit floats) and the result is rounded to ``type.dtype``."""
+
+    operand: str
+    dims: tuple[int, ...]
+
+    def operand_names(self) -> tuple[str, ...]:
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
+class Reshape(Node):
+    """A reshape of a computed value that splits its dims. Lowering removes it (see
+    :mod:`thunder_padvec.reshapes`): the analysis and codegen never see one."""
+
+    operand: str
+
+    def operand_names(self) -> tuple[str, ...]:
+        return (self.operand,)
+
+
 RESIZE_NODES = (Pad, Slice, Cat)
 LOADS = (Input, View)  # the nodes a kernel reads from global memory
 

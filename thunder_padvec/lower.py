@@ -9,6 +9,7 @@ from thunder.core.proxies import TensorProxy
 import torch
 
 from . import ir, ops
+from .reshapes import push_reshapes
 from .fusion import apply_chain
 
 
@@ -18,7 +19,8 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
     Returns the kernel and the region's outputs that are views of its inputs, ``(output position,
     input position, chain)``: PyTorch makes those, as eager does, where the chain makes a view of a
     contiguous input; a chain that makes PyTorch copy (a reshape of an expanded dim) stays the
-    kernel's, which reads the input anyway."""
+    kernel's, which reads the input anyway. Reshapes of values the kernel computes are pushed down
+    to its loads (:mod:`.reshapes`), or raise :class:`~thunder_padvec.reshapes.UnfoldableReshape`."""
     lowering = ops.Lowering()
     kernel_inputs = []
     for index, proxy in enumerate(inputs):
@@ -41,4 +43,5 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
                 views.append((k, position[source], chain))
     skipped = {outputs[k].name for k, _, _ in views}
     kernel_outputs = tuple(lowering.env[p.name] for p in outputs if p.name not in skipped)
-    return ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes), kernel_outputs), tuple(views)
+    kernel = ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes), kernel_outputs)
+    return push_reshapes(kernel), tuple(views)

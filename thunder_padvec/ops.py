@@ -276,6 +276,37 @@ _register(prims.cat, _cat_problem, _translate_cat)
 
 
 # --------------------------------------------------------------------------------------------
+# Sums of a few elements (the gradient of an expand: grouped-query attention's key and value)
+# --------------------------------------------------------------------------------------------
+
+MAX_SUMMED = 16  # elements summed per output element, at most: each is a register site in the kernel
+
+
+def _sum_problem(a, dims) -> str | None:
+    if not isinstance(a, TensorProxy) or not all(isinstance(d, int) for d in dims):
+        return "symbolic arguments"
+    problem = tensors_problem([a])
+    if problem:
+        return problem
+    summed = 1
+    for d in set(dims):
+        summed *= int(a.shape[d])
+    if summed > MAX_SUMMED:
+        return f"a sum of {summed} elements per output (padvec sums at most {MAX_SUMMED})"
+    return None
+
+
+def _translate_sum(bsym, lowering: Lowering) -> ir.Node:
+    a, dims = bsym.args[:2]
+    out = bsym.output
+    dims = tuple(sorted({d % a.ndim for d in dims}))
+    return ir.Reduce(out.name, lowering.tensor_type(out), lowering.operand(a), dims)
+
+
+_register(prims.sum, _sum_problem, _translate_sum)
+
+
+# --------------------------------------------------------------------------------------------
 # Layout ops: folded into the loads of a kernel input (the executor claims them only there)
 # --------------------------------------------------------------------------------------------
 
@@ -298,7 +329,9 @@ def _transpose_problem(a, permutation) -> str | None:
 def _translate_view(bsym, lowering: Lowering) -> ir.Node:
     a, out = bsym.args[0], bsym.output
     if a.name not in lowering.chains:
-        raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
+        if bsym.sym.id != prims.reshape.id:
+            raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
+        return ir.Reshape(out.name, lowering.tensor_type(out), lowering.operand(a))  # see reshapes.py
     lowering.extend_chain(a, out, layout_op(bsym))
     source, chain = lowering.chains[out.name]
     return ir.View(out.name, lowering.tensor_type(out), source, chain)

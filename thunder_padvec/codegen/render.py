@@ -230,6 +230,16 @@ def _render_cast(r: _Segment, site: Site, node: ir.Cast) -> list[str]:
     return [_declare(r, site), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
 
 
+def _render_reduce(r: _Segment, site: Site, node: ir.Reduce) -> list[str]:
+    """The sum of its points' registers (one site each), in order, in the compute type."""
+    compute = scalar.compute_type(node.type.dtype)
+    value = scalar.literal(0, compute)
+    for k, operand in enumerate(o for o in site.operands if o is not None):
+        term = scalar.to_compute(r.reg(operand), r.dtype(operand), compute)
+        value = term if k == 0 else f"({value} + {term})"
+    return _per_lane(r, site, scalar.from_compute(value, compute, node.type.dtype))
+
+
 def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
     fill = scalar.literal(node.value, node.type.dtype)
     (operand,) = site.operands
@@ -293,6 +303,7 @@ _RENDERERS = {
     ir.Cast: _render_cast,
     ir.Pad: _render_pad,
     ir.Cat: _render_cat,
+    ir.Reduce: _render_reduce,
 }
 
 

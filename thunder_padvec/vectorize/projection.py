@@ -43,6 +43,7 @@ Outputs of other shapes are placed in the reference's coordinates by :mod:`.segm
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -158,6 +159,29 @@ def _through_broadcast(node: ir.Broadcast, operand: ir.Node, index_map: IndexMap
     return operand_map, frontier
 
 
+def reduced_points(node: ir.Reduce, operand: ir.Node) -> list[tuple[int, ...]]:
+    """The coordinates along the reduced dims that a sum adds up, in its order."""
+    return list(itertools.product(*(range(operand.type.shape[d]) for d in node.dims)))
+
+
+def _through_reduce(node: ir.Reduce, operand: ir.Node, index_map: IndexMap, frontier: Frontier):
+    """Yields the operand's index map and frontier at each point the sum adds: a reduced dim's
+    coordinate is a constant there, so the frontier keeps only dims right of the last one wider than 1."""
+    kept = [d for d in range(operand.type.rank) if d not in node.dims]
+    wide = [d for d in node.dims if operand.type.shape[d] > 1]
+    position = {d: i for i, d in enumerate(kept)}
+    op_frontier = [(kept[out_dim], e) for out_dim, e in frontier]
+    if op_frontier:  # reduced dims of size 1 inside the frontier keep it contiguous
+        op_frontier += [(d, 1) for d in node.dims if d > op_frontier[0][0] and d not in wide]
+    op_frontier = tuple(sorted(op_frontier))
+    if wide:
+        op_frontier = _cut(op_frontier, max(wide) + 1)
+    for point in reduced_points(node, operand):
+        at = dict(zip(node.dims, point))
+        op_map = tuple((None, at[d]) if d in at else index_map[position[d]] for d in range(operand.type.rank))
+        yield op_map, op_frontier
+
+
 def operand_edges(kernel: ir.Kernel, node: ir.Node, index_map: IndexMap, frontier: Frontier):
     """Yields ``(operand position, operand name, index map, frontier)`` for each tensor operand."""
     if isinstance(node, ir.Elementwise):
@@ -180,6 +204,9 @@ def operand_edges(kernel: ir.Kernel, node: ir.Node, index_map: IndexMap, frontie
                 piece_frontier = _resize_dim(frontier, node.dim, offset, total - offset - size)
                 yield k, piece, _shift(index_map, node.dim, -offset), piece_frontier
             offset += size
+    elif isinstance(node, ir.Reduce):
+        for k, (op_map, op_frontier) in enumerate(_through_reduce(node, kernel.node(node.operand), index_map, frontier)):
+            yield k, node.operand, op_map, op_frontier
     elif not isinstance(node, ir.LOADS):
         raise TypeError(f"no projection rule for {type(node).__name__}")
 
@@ -305,6 +332,8 @@ class _Walk:
     def _operand_sites(self, node, index_map, frontier, ids):
         """Site ids aligned with the node's operands; None for literals and for pieces never needed."""
         operands = getattr(node, "operands", None)
+        if isinstance(node, ir.Reduce):  # one site per point summed
+            operands = reduced_points(node, self.kernel.node(node.operand))
         operands = [None] * (len(operands) if operands is not None else len(node.operand_names()))
         for k, operand, op_map, _ in operand_edges(self.kernel, node, index_map, frontier):
             operands[k] = ids.get((operand, op_map))

@@ -1,6 +1,9 @@
 """Segments: a reference output, the outputs placed in its coordinates, and the sites they need.
 
-The reference of a segment is the largest output not yet placed. Outputs of its shape join it
+An output that is a cat along an outer dim (the gradient of a qkv tensor, assembled from q, k
+and v) takes one segment per piece, the piece's shape its reference and the piece's offset its
+store's: each thread then runs only its own piece's code, where one segment would run every
+piece's at every lane and select. Otherwise the reference of a segment is the largest output not yet placed. Outputs of its shape join it
 unshifted; an output of another shape joins it when some input it reads through pointwise ops,
 slices, pads and cats is also read by the reference: then both read that input at the same index
 and one load serves both (``pad(x)`` beside ``relu(x)``: the relu's output is stored at offset
@@ -103,10 +106,38 @@ def _segment(kernel: ir.Kernel, ref_shape: tuple[int, ...], placed: dict[str, tu
     return Segment(ref_shape, sites, tuple(stores))
 
 
+MAX_PIECE_SEGMENTS = 8  # pieces of a cat output, at most, that take a segment each
+MIN_PIECE_SLAB = 16  # elements right of the cat's dim, at least (a thread's lanes stay in one piece)
+
+
+def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """``(reference shape, store offsets)`` of each non-empty piece of a cat output split into
+    segments, or None where the output is not such a cat."""
+    node = kernel.node(output)
+    if not isinstance(node, ir.Cat) or node.dim == node.type.rank - 1:
+        return None
+    sizes = [kernel.node(p).type.shape[node.dim] for p in node.operands]
+    if (sum(1 for n in sizes if n) < 2 or len(sizes) > MAX_PIECE_SEGMENTS
+            or math.prod(node.type.shape[node.dim + 1:]) < MIN_PIECE_SLAB):
+        return None
+    pieces, offset = [], 0
+    for n in sizes:
+        if n and math.prod(node.type.shape):
+            shape = node.type.shape[:node.dim] + (n,) + node.type.shape[node.dim + 1:]
+            pieces.append((shape, tuple(offset if d == node.dim else 0 for d in range(node.type.rank))))
+        offset += n
+    return pieces
+
+
 def project(kernel: ir.Kernel) -> Projection:
     """Groups the outputs into segments and projects each segment's reference onto every node."""
     remaining = list(dict.fromkeys(kernel.outputs))
     segments = []
+    for name in list(remaining):
+        pieces = _piece_offsets(kernel, name)
+        if pieces is not None:
+            segments += [_segment(kernel, shape, {name: offsets}) for shape, offsets in pieces]
+            remaining.remove(name)
     while remaining:
         ref = max(remaining, key=lambda name: kernel.node(name).type.numel)
         ref_shape = kernel.node(ref).type.shape

@@ -1,0 +1,204 @@
+"""Reshapes of computed values, pushed down to the loads.
+
+A kernel folds layout ops into the addresses of its inputs (:class:`~thunder_padvec.ir.View`),
+but a reshape of a value it computes has no address to fold into. A reshape that only *splits*
+dims (each dim becomes consecutive dims whose sizes multiply to it; dims of size 1 may appear or
+vanish) commutes with every node whose work does not act across a split dim, so the value is
+computed in the new shape instead: its producers are cloned in that shape, down to the loads,
+whose views take the reshape as one more step of their chain.
+
+Pointwise ops, casts, broadcasts and sums commute with any split; a pad, slice or cat commutes
+where the dim it resizes splits into one dim of its size and dims of size 1 (LitGPT's gradient of
+q, ``[B, nh, T, hs] -> [B, groups, nh / groups, T, hs]``, resized along ``hs`` only). Elsewhere
+:class:`UnfoldableReshape` names the reshape, and the executor leaves it to PyTorch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import ir
+from .errors import UnsupportedError
+
+
+class UnfoldableReshape(UnsupportedError):
+    """A reshape of a computed value that can't be pushed to the loads; ``name`` is its result."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"the reshape to {name} can't be computed in its new shape: {reason}")
+        self.name = name
+
+
+def split_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]] | None:
+    """Per dim of ``old``, the dims of ``new`` it splits into; None unless the reshape only splits."""
+    groups, j = [], 0
+    for size in old:
+        group, product = [], 1
+        while product < size and j < len(new):
+            group.append(j)
+            product *= new[j]
+            j += 1
+        if product != size:
+            return None
+        groups.append(group)
+    if any(new[k] != 1 for k in range(j, len(new))):
+        return None
+    if j < len(new):  # trailing dims of size 1
+        if not groups:
+            return None
+        groups[-1] += list(range(j, len(new)))
+    return groups
+
+
+def _resized_dim(groups: list[list[int]], new: tuple[int, ...], dim: int, reshape: str) -> int:
+    """The one new dim that carries a resize of old ``dim``: the group's only dim of size > 1."""
+    group = groups[dim]
+    wide = [k for k in group if new[k] != 1]
+    if len(wide) > 1:
+        raise UnfoldableReshape(reshape, f"it splits dim {dim}, which a pad, slice or cat resizes")
+    if wide:
+        return wide[0]
+    if group:
+        return group[0]
+    raise UnfoldableReshape(reshape, f"it drops dim {dim}, which a pad, slice or cat resizes")
+
+
+class _Pusher:
+    def __init__(self, kernel: ir.Kernel):
+        self.nodes: dict[str, ir.Node] = {n.name: n for n in kernel.inputs}
+        self.order: list[ir.Node] = []
+        self.clones: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.reshape = ""  # the reshape being pushed, for errors
+
+    def add(self, node: ir.Node) -> str:
+        self.nodes[node.name] = node
+        self.order.append(node)
+        return node.name
+
+    def fresh(self, name: str) -> str:
+        k = 0
+        while f"{name}.r{k}" in self.nodes:
+            k += 1
+        return f"{name}.r{k}"
+
+    def reshaped(self, name: str, shape: tuple[int, ...], as_name: str | None = None) -> str:
+        """The name of a node that holds ``name`` reshaped to ``shape``."""
+        node = self.nodes[name]
+        if node.type.shape == shape and as_name is None:
+            return name
+        key = (name, shape)
+        if key in self.clones and as_name is None:
+            return self.clones[key]
+        groups = split_groups(node.type.shape, shape)
+        if groups is None:
+            raise UnfoldableReshape(self.reshape, f"{node.type.shape} -> {shape} merges dims")
+        out = self._clone(node, shape, groups, as_name or self.fresh(name))
+        if as_name is None:
+            self.clones[key] = out
+        return out
+
+    def _clone(self, node: ir.Node, shape: tuple[int, ...], groups: list[list[int]], name: str) -> str:
+        t = ir.TensorType(shape, node.type.dtype)
+        if isinstance(node, ir.Input):
+            return self.add(ir.View(name, t, node.name, (("reshape", shape),)))
+        if isinstance(node, ir.View):
+            return self.add(ir.View(name, t, node.operand, (*node.chain, ("reshape", shape))))
+        if isinstance(node, ir.Elementwise):
+            operands = tuple(self.reshaped(o, shape) if isinstance(o, str) else o for o in node.operands)
+            return self.add(ir.Elementwise(name, t, node.op, operands))
+        if isinstance(node, ir.Cast):
+            return self.add(ir.Cast(name, t, self.reshaped(node.operand, shape)))
+        if isinstance(node, ir.Broadcast):
+            return self._broadcast(node, shape, groups, name)
+        if isinstance(node, ir.Reduce):
+            return self._reduce(node, shape, groups, name)
+        if isinstance(node, (ir.Pad, ir.Slice, ir.Cat)):
+            return self._resize(node, shape, groups, name)
+        raise UnfoldableReshape(self.reshape, f"no rule for {type(node).__name__}")
+
+    def _broadcast(self, node: ir.Broadcast, shape, groups, name) -> str:
+        operand = self.nodes[node.operand]
+        op_shape, dims = [], []
+        for i, d in enumerate(node.broadcast_dims):
+            if operand.type.shape[i] == node.type.shape[d]:
+                op_shape += [shape[k] for k in groups[d]]
+                dims += groups[d]
+            else:  # a dim of size 1, expanded: it stays one dim of size 1, at the group's first dim
+                op_shape.append(1)
+                dims.append(groups[d][0])
+        source = self.reshaped(node.operand, tuple(op_shape))
+        return self.add(ir.Broadcast(name, ir.TensorType(shape, node.type.dtype), source, tuple(dims)))
+
+    def _reduce(self, node: ir.Reduce, shape, groups, name) -> str:
+        operand = self.nodes[node.operand]
+        op_shape, dims, kept = [], [], iter(groups)
+        for i, size in enumerate(operand.type.shape):
+            if i in node.dims:
+                dims.append(len(op_shape))
+                op_shape.append(size)
+            else:
+                op_shape += [shape[k] for k in next(kept)]
+        source = self.reshaped(node.operand, tuple(op_shape))
+        return self.add(ir.Reduce(name, ir.TensorType(shape, node.type.dtype), source, tuple(dims)))
+
+    def _resize(self, node, shape, groups, name) -> str:
+        t = ir.TensorType(shape, node.type.dtype)
+        resized = [d for d in range(node.type.rank) if _resizes(node, self.nodes, d)]
+        target = {d: _resized_dim(groups, shape, d, self.reshape) for d in resized}
+
+        def operand_shape(operand: str) -> tuple[int, ...]:
+            sizes = list(shape)
+            for d, k in target.items():
+                sizes[k] = self.nodes[operand].type.shape[d]
+            return tuple(sizes)
+
+        def per_new_dim(values, default):
+            out = [default] * len(shape)
+            for d, k in target.items():
+                out[k] = values[d]
+            return tuple(out)
+
+        if isinstance(node, ir.Cat):
+            pieces = tuple(self.reshaped(p, operand_shape(p)) for p in node.operands)
+            return self.add(ir.Cat(name, t, pieces, target[node.dim]))
+        source = self.reshaped(node.operand, operand_shape(node.operand))
+        if isinstance(node, ir.Pad):
+            return self.add(ir.Pad(name, t, source, node.value, per_new_dim(node.widths, (0, 0))))
+        start = per_new_dim(node.start, 0)
+        end = list(shape)
+        for d, k in target.items():
+            end[k] = node.end[d]
+        return self.add(ir.Slice(name, t, source, start, tuple(end)))
+
+
+def _resizes(node: ir.Node, nodes: dict[str, ir.Node], d: int) -> bool:
+    if isinstance(node, ir.Cat):
+        return d == node.dim
+    if isinstance(node, ir.Pad):
+        return node.widths[d] != (0, 0)
+    return node.start[d] != 0 or node.end[d] != nodes[node.operand].type.shape[d]
+
+
+def push_reshapes(kernel: ir.Kernel) -> ir.Kernel:
+    """The kernel without :class:`~thunder_padvec.ir.Reshape` nodes; :class:`UnfoldableReshape` names
+    the first that can't be pushed to the loads."""
+    if not any(isinstance(n, ir.Reshape) for n in kernel.nodes):
+        return kernel
+    pusher = _Pusher(kernel)
+    for node in kernel.nodes:
+        if isinstance(node, ir.Reshape):
+            pusher.reshape = node.name
+            pusher.reshaped(node.operand, node.type.shape, as_name=node.name)
+        else:
+            pusher.add(node)
+    return _without_dead(replace(kernel, nodes=tuple(pusher.order)))
+
+
+def _without_dead(kernel: ir.Kernel) -> ir.Kernel:
+    live = set(kernel.outputs)
+    for node in reversed(kernel.nodes):
+        if node.name in live:
+            live.update(node.operand_names())
+    return ir.Kernel(kernel.inputs, tuple(n for n in kernel.nodes if n.name in live), kernel.outputs)
+
+

@@ -1,7 +1,7 @@
 """Random programs of pad, slice, cat, casts and pointwise ops, through padvec, against eager.
 
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
-ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values), the shapes (sizes 0 to 9, and rows of 16 to 64 that
+ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their dims, sums over small dims), the shapes (sizes 0 to 9, and rows of 16 to 64 that
 threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
 (contiguous, transposed, offset views). Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
@@ -32,7 +32,7 @@ def programs(draw):
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
-                                                                  "permute"]),
+                                                                  "permute", "split", "sum"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps)
@@ -106,7 +106,14 @@ def _program(spec):
                 i, j = r % lead, (r // 5) % lead
                 order[i], order[j] = order[j], order[i]
                 v = (v * 2).permute(order)
-                v = v.reshape(-1, v.shape[-1]) if (r // 3) % 2 and v.dim() > 1 else v
+                # (not of an empty tensor: Thunder's reshape can't infer the -1 there)
+                v = v.reshape(-1, v.shape[-1]) if (r // 3) % 2 and v.dim() > 1 and v.numel() else v
+            elif kind == "split":  # a reshape that splits a computed dim (a gradient's heads into groups)
+                size = v.shape[dim]
+                outer = next((k for k in (2, 3) if size % k == 0 and size > k), 1)
+                v = (v + 1).reshape(*v.shape[:dim], outer, size // outer, *v.shape[dim + 1:])
+            elif kind == "sum":  # over a small dim, as an expand's gradient sums the expanded heads
+                v = (v * 2).sum(dim=dim, keepdim=bool(r % 2)) if v.dim() > 1 else v
             values.append(v)
         return values[-1], values[len(values) // 2]
 

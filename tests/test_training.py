@@ -22,6 +22,7 @@ GRAD_CASES = [
     ("llama-full", litgpt_rope, (2, 3, 8, 64), 64, {}),
     ("phi2-partial", litgpt_rope, (2, 3, 8, 80), 32, {}),
     ("qkv-gqa", qkv_split_rope, (2, 8, (4 + 2 * 2) * 32), 32, dict(n_head=4, n_query_groups=2, head_size=32)),
+    ("qkv-gqa4", qkv_split_rope, (1, 8, (8 + 2 * 2) * 32), 32, dict(n_head=8, n_query_groups=2, head_size=32)),
 ]
 
 
@@ -59,6 +60,9 @@ def _check_gradients(case, device, dtype, generator):
         orders = [order for r in reports for order in r.output_orders.values()]
         assert orders == [(0, 3, 1, 2, 4)], [str(r) for r in reports]
         assert grad.is_contiguous()
+        # the whole backward in one kernel (the sums over each group's heads too), a segment per q, k, v piece
+        (backward,) = [r for r in reports if r.trace == "backward"]
+        assert [seg.segment.shape[2] for seg in backward.plan.segments] == [kwargs["n_head"] // kwargs["n_query_groups"], 1, 1]
     return grad, eager_grad
 
 

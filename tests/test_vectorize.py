@@ -309,3 +309,54 @@ def test_small_launches_split_short_slabs_into_narrower_chunks(emulated, generat
     (seg,) = _report(jitted).plan.segments
     assert seg.mapping.endswith(mapping)
     assert set(seg.widths) | set(seg.store_widths) <= {seg.chunk} | {1, 2, 4} and max(seg.store_widths) == seg.chunk
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_sum_of_a_few_elements_reads_each_at_full_width(emulated, generator, dtype):
+    """The gradient of an expand: a sum over an outer dim of 4 reads its operand at 4 index maps, each
+    a whole row at full width; the sum runs in float32 and matches eager and a float64 reference."""
+    def fn(x, c):
+        return (x * c).sum(dim=1)
+
+    x = randn(3, 4, 5, 32, dtype=dtype, generator=generator)
+    c = randn(32, dtype=dtype, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x, c)
+    assert not unfused_ops(trace)
+    want, exact = fn(x, c), fn(x.double(), c.double())
+    torch.testing.assert_close(out, want, rtol=0 if dtype == torch.float32 else 1e-2, atol=1e-5)
+    assert (out.double() - exact).abs().max() <= 2 * (want.double() - exact).abs().max() + 1e-6
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    x_name = next(i.name for i in report.kernel.inputs if i.type.rank == 4)
+    x_sites = [s for s in seg.segment.sites if s.node == x_name]
+    assert sorted(s.index_map[1] for s in x_sites) == [(None, r) for r in range(4)]
+    vector = 16 // dtype.itemsize
+    assert {seg.widths[s.id] for s in x_sites} == {vector} and seg.store_widths == (vector,)
+
+
+def test_sums_padvec_leaves_to_pytorch(emulated, generator):
+    """More than 16 elements per sum, and integer sums, are not claimed; the results still match."""
+    x = randn(3, 17, 8, generator=generator)
+    jitted, out, _ = jit_and_run(lambda t: (t * 2).sum(dim=1), x)
+    assert torch.equal(out, (x * 2).sum(dim=1))
+    assert all("sum" not in r.ops for r in explain(jitted))
+
+
+def test_an_outer_cat_output_takes_a_segment_per_piece(emulated, generator):
+    """Each piece of a cat along an outer dim is a segment of its own: its threads load only their
+    piece's inputs and store at the piece's offset."""
+    def fn(a, b, c):
+        return torch.cat([a * 2, b.sum(dim=1, keepdim=True), -c], dim=1)
+
+    a = randn(2, 3, 4, 16, dtype=torch.bfloat16, generator=generator)
+    b = randn(2, 3, 4, 16, dtype=torch.bfloat16, generator=generator)
+    c = randn(2, 1, 4, 16, dtype=torch.bfloat16, generator=generator)
+    jitted, out, _ = jit_and_run(fn, a, b, c)
+    assert torch.equal(out, fn(a, b, c))
+    report = _report(jitted)
+    segments = report.plan.segments
+    assert [s.segment.shape for s in segments] == [(2, 3, 4, 16), (2, 1, 4, 16), (2, 1, 4, 16)]
+    assert [s.segment.stores[0].offsets for s in segments] == [(0, 0, 0, 0), (0, 3, 0, 0), (0, 4, 0, 0)]
+    names = [i.name for i in report.kernel.inputs]
+    loaded = [sorted({names.index(s.node) for s in seg.segment.sites if s.node in names}) for seg in segments]
+    assert loaded == [[0], [1], [2]]

@@ -34,6 +34,8 @@ def split_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]] 
     groups, j = [], 0
     for size in old:
         group, product = [], 1
+        if size == 1 and j < len(new) and new[j] == 1:  # a dim of size 1 keeps one where there is one
+            group, j = [j], j + 1
         while product < size and j < len(new):
             group.append(j)
             product *= new[j]

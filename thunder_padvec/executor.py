@@ -109,7 +109,7 @@ class PadvecExecutor(FusionExecutor):
         return blocked
 
     def _fused(self, trace: TraceCtx, blocked: set[int], producers, consumers,
-               leave_unfoldable: bool = False) -> list[BoundSymbol]:
+               raise_unfoldable: bool = True) -> list[BoundSymbol]:
         """The trace's bound symbols with each region of claimed ones replaced by its fusion."""
 
         def claimable(node: Node) -> bool:
@@ -123,7 +123,7 @@ class PadvecExecutor(FusionExecutor):
             if not self._fusible(bsyms, region):
                 fused_bsyms.extend(bsyms)
                 continue
-            fused_bsyms.append(self.fuse(region, counter, raise_unfoldable=not leave_unfoldable))
+            fused_bsyms.append(self.fuse(region, counter, raise_unfoldable))
             counter += 1
         return fused_bsyms
 
@@ -142,7 +142,7 @@ class PadvecExecutor(FusionExecutor):
                     p.name == err.name for prim in self.flatten(b) for p in prim.flat_proxy_outs)), None)
                 log.debug("padvec leaves a reshape to PyTorch: %s", err)
                 if culprit is None:
-                    fused_bsyms = self._fused(trace, blocked, producers, consumers, leave_unfoldable=True)
+                    fused_bsyms = self._fused(trace, blocked, producers, consumers, raise_unfoldable=False)
                     break
                 blocked.add(id(culprit))
         fused_trace.bound_symbols = fused_bsyms

@@ -9,8 +9,8 @@ from thunder.core.proxies import TensorProxy
 import torch
 
 from . import ir, ops
-from .reshapes import push_reshapes
 from .fusion import apply_chain
+from .reshapes import push_reshapes
 
 
 def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: Sequence) -> tuple[ir.Kernel, tuple]:

@@ -3,8 +3,8 @@
 An output that is a cat along an outer dim (the gradient of a qkv tensor, assembled from q, k
 and v) takes one segment per piece, the piece's shape its reference and the piece's offset its
 store's: each thread then runs only its own piece's code, where one segment would run every
-piece's at every lane and select. Otherwise the reference of a segment is the largest output not yet placed. Outputs of its shape join it
-unshifted; an output of another shape joins it when some input it reads through pointwise ops,
+piece's at every lane and select. Otherwise the reference of a segment is the largest output not
+yet placed. Outputs of its shape join it unshifted; an output of another shape joins it when some input it reads through pointwise ops,
 slices, pads and cats is also read by the reference: then both read that input at the same index
 and one load serves both (``pad(x)`` beside ``relu(x)``: the relu's output is stored at offset
 -4 of the pad's coordinates). The others start segments of their own.
@@ -117,12 +117,12 @@ def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...]
     if not isinstance(node, ir.Cat) or node.dim == node.type.rank - 1:
         return None
     sizes = [kernel.node(p).type.shape[node.dim] for p in node.operands]
-    if (sum(1 for n in sizes if n) < 2 or len(sizes) > MAX_PIECE_SEGMENTS
+    if (sum(1 for n in sizes if n) < 2 or len(sizes) > MAX_PIECE_SEGMENTS or not node.type.numel
             or math.prod(node.type.shape[node.dim + 1:]) < MIN_PIECE_SLAB):
         return None
     pieces, offset = [], 0
     for n in sizes:
-        if n and math.prod(node.type.shape):
+        if n:
             shape = node.type.shape[:node.dim] + (n,) + node.type.shape[node.dim + 1:]
             pieces.append((shape, tuple(offset if d == node.dim else 0 for d in range(node.type.rank))))
         offset += n

@@ -40,6 +40,10 @@ def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
     _, out, trace = jit_and_run(lambda *a: fn(*a), *args)
     assert fusions(trace), f"{op} was not claimed"
     expected = fn(*args)
+    if op == "sqrt" and dtype in (torch.float32, torch.float64):
+        # Some CPUs' vectorized sqrt is 1 ulp off; IEEE's is correctly rounded, and so is float64's rounded to float32
+        exact_sqrt = [math.sqrt(v) for v in args[0].flatten().tolist()]
+        expected = torch.tensor(exact_sqrt, dtype=torch.float64).to(dtype).view_as(expected)
     # Basic arithmetic rounds exactly like eager; libm functions may differ in the last bit.
     exact = op in ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc",
                    "round", "sqrt", "reciprocal", "fmod") or op in ir.COMPARISONS + ir.UNARY_PREDICATES

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ncu's view of padvec's RoPE kernels for the configurations named as arguments (the second launch of each).
+# ncu's view of padvec's RoPE kernels for the configurations named as arguments (the second launch of each);
+# PADVEC_NCU_KERNELS='padvec_kernel|triton_' with --peer among the arguments adds torch.compile's kernels.
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tmp/padvec-cache
 metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum
@@ -8,6 +9,6 @@ metrics=$metrics,l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum,l1tex
 metrics=$metrics,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,l1tex__throughput.avg.pct_of_peak_sustained_elapsed
 metrics=$metrics,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
 metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size
-timeout 200 ncu --clock-control none -k padvec_kernel --launch-skip-before-match 0 --metrics $metrics \
+timeout 200 ncu --clock-control none -k "regex:${PADVEC_NCU_KERNELS:-padvec_kernel}" --launch-skip-before-match 0 --metrics $metrics \
   python3 benchmarks/tools/profile_configs.py "$@" 2>&1 | grep -vE "^==PROF==|Section" > $OUT/ncu.log
-grep -E "padvec_kernel|duration|pct|lts__t_sectors|inst_exec|grid_size|l1tex__t_(req|sec)" $OUT/ncu.log | head -120
+grep -E "padvec_kernel|triton_|duration|pct|lts__t_sectors|inst_exec|grid_size|l1tex__t_(req|sec)" $OUT/ncu.log | head -120

@@ -482,7 +482,8 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
 
 
 def _entry(params: LaunchParams) -> list[str]:
-    head = f"extern \"C\" __global__ void __launch_bounds__({params.block}) padvec_kernel(const padvec_args args) {{"
+    bounds = f"{params.block}, {params.min_blocks}" if params.min_blocks else f"{params.block}"
+    head = f"extern \"C\" __global__ void __launch_bounds__({bounds}) padvec_kernel(const padvec_args args) {{"
     if not params.smem_bytes:  # nothing staged: the arithmetic phase alone, no barriers
         return [head, "  padvec_run(1, args, nullptr);", "}"]
     return [

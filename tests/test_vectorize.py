@@ -83,11 +83,17 @@ def test_input_used_by_pad_and_relu_is_loaded_once(emulated, generator):
 def test_seed_rope_widths(emulated, generator, monkeypatch, dtype, vector, half):
     # at the seed's own size (millions of rows) rows are staged, not split into narrower chunks
     monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", 0)
-    x = randn(2, 2, 16, 32, dtype=dtype, generator=generator)
-    cos, sin = randn(16, 8, dtype=dtype, generator=generator), randn(16, 8, dtype=dtype, generator=generator)
+    x = randn(2, 3, 13, 32, dtype=dtype, generator=generator)  # 78 rows: the third warp's tile is partial
+    cos, sin = randn(13, 8, dtype=dtype, generator=generator), randn(13, 8, dtype=dtype, generator=generator)
     jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
     assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
     report = _report(jitted)
+    # 16-bit rows are 4 chunks, one warp's: each warp stages its own 32 rows and waits only for itself;
+    # float32 rows are 8 chunks, split between two warps that share the block's tile
+    groups = report.plan.segments[0].column_groups
+    assert groups == (1 if dtype.itemsize == 2 else 2)
+    barrier, other = ("__syncwarp()", "__syncthreads()") if groups == 1 else ("__syncthreads()", "__syncwarp()")
+    assert barrier in report.kernel_source and other not in report.kernel_source
     w = report.widths
     assert (w["x"], w["cos"], w["sin"], w["x1"], w["x2"]) == (vector, vector, vector, half, half), str(report)
     (out,) = [a for a in report.accesses if a.role == "output"]
@@ -306,8 +312,11 @@ def test_small_launches_split_short_slabs_into_narrower_chunks(emulated, generat
     cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 16)
     assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
-    (seg,) = _report(jitted).plan.segments
+    report = _report(jitted)
+    (seg,) = report.plan.segments
     assert seg.mapping.endswith(mapping)
+    if seg.staged:  # two warps split each row: the block's tile is shared, so the block waits
+        assert "__syncthreads()" in report.kernel_source and "__syncwarp()" not in report.kernel_source
     assert set(seg.widths) | set(seg.store_widths) <= {seg.chunk} | {1, 2, 4} and max(seg.store_widths) == seg.chunk
 
 

@@ -24,6 +24,7 @@ class Tuning:
     max_row_bytes: int = 512  # a thread owns whole rows up to this size (see vectorize.plan)
     min_threads: int = MIN_THREADS  # threads share rows' broadcast loads while a launch keeps this many
     min_blocks: int = 0  # blocks per SM the compiler keeps registers for (__launch_bounds__), 0: its choice
+    warp_tiles: bool = True  # staged rows that no warp splits: each warp stages its own (else the block's tile)
 
 
 TUNING = Tuning()
@@ -44,6 +45,7 @@ class LaunchParams:
     index_bits: int  # 32 or 64
     smem_bytes: int = 0  # static shared memory of a block
     min_blocks: int = 0  # blocks per SM that __launch_bounds__ asks registers for; 0: the compiler's choice
+    warp_tiles: bool = True  # see Tuning
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
@@ -77,4 +79,4 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
-    return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks)
+    return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles)

@@ -14,6 +14,7 @@ using std::signbit;
 #define __launch_bounds__(...)
 #define __shared__
 #define __syncthreads()
+#define __syncwarp()
 
 struct padvec_dim3 { unsigned int x, y, z; };
 static thread_local padvec_dim3 threadIdx, blockIdx, blockDim, gridDim;

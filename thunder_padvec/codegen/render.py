@@ -5,9 +5,12 @@ is a chunk-local register array (``T s<id>[chunk]``) filled by a small render fu
 kind of node; inside the lane loops ``j`` is the lane within the chunk and ``l`` the lane within
 the thread. Slices and broadcasts only move indices, so they emit no code.
 
-The kernel runs in three phases separated by ``__syncthreads()``: staged inputs are copied into
-shared memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are copied
-out (2). In staged row mode the segment's code is a template on the column group ``G`` the
+The kernel runs in three phases separated by barriers: staged inputs are copied into shared
+memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are copied out (2).
+Where no warp splits rows (one column group), each warp stages its own 32 rows and the barriers
+are ``__syncwarp()``: the warps of a block then load, compute and store independently, so that an
+SM overlaps the phases of its warps; otherwise a block's tile is shared and they are
+``__syncthreads()``. In staged row mode the segment's code is a template on the column group ``G`` the
 warp computes, so that the coordinates of every lane are compile-time constants. In tiled row mode
 a thread's first column ``col`` is a run-time value, but every branch along the row is uniform over
 the threads sharing the row, so predicates read the compile-time column ``l`` of the thread's slab
@@ -27,6 +30,7 @@ from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
 from . import scalar
 
 IDX = "padvec_idx"
+WARP_ROWS = 32  # rows of a warp's tile in staged row mode
 
 
 @dataclass
@@ -395,22 +399,32 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
     return [head, *("  " + line for line in body), "}", ""]
 
 
-def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool, threads: int) -> list[str]:
-    """Copies the block's tile of staged rows in (phase 0) or out (phase 2): consecutive threads on
-    consecutive vectors, every vector of a thread loaded before any is stored, so that the loads
-    of a tile are in flight together."""
+def warp_tiles(seg: SegmentPlan, params: LaunchParams) -> bool:
+    """Staged row mode in which each warp stages its own 32 rows (no warp splits a row)."""
+    return params.warp_tiles and bool(seg.staged) and seg.column_groups == 1
+
+
+def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool, params: LaunchParams) -> list[str]:
+    """Copies the tile of staged rows in (phase 0) or out (phase 2), the block's or, with warp tiles,
+    the warp's: consecutive threads on consecutive vectors, every vector of a thread loaded before
+    any is stored, so that the loads of a tile are in flight together."""
     name = f"padvec_stage_{'out' if output else 'in'}{index}"
     body = []
+    per_warp = warp_tiles(seg, params)
+    tile_rows, threads = (WARP_ROWS, WARP_ROWS) if per_warp else (seg.tile_rows, params.block)
+    thread = "(int)(threadIdx.x % 32)" if per_warp else "(int)threadIdx.x"
+    first = f"(int)(threadIdx.x / 32) * {WARP_ROWS} + " if per_warp else ""
     for s in (s for s in seg.staged if s.output == output):
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         per_row = s.cols // s.width
-        steps = -(-seg.tile_rows * per_row // threads)
+        steps = -(-tile_rows * per_row // threads)
         smem = f"reinterpret_cast<{ctype}*>(smem + {s.smem_offset} + row * {s.pitch}) + vec * {s.width}"
         memory = f"args.{'out' if output else 'in'}{s.index} + ({s.base} + (first_row + row) * {s.row_stride} " \
                  f"+ vec * {s.width})"
         src, dst = (smem, memory) if output else (memory, smem)
         tmp = f"t{s.index}{'o' if output else 'i'}"
-        position = [f"const int q = threadIdx.x + {threads} * k;", f"const int row = q / {per_row}, vec = q % {per_row};"]
+        position = [f"const int q = {thread} + {threads} * k;",
+                    f"const int row = {first}q / {per_row}, vec = q % {per_row};"]
         body += [
             f"alignas(16) {ctype} {tmp}[{steps}][{s.width}];",
             "#pragma unroll",
@@ -481,18 +495,20 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     return [*lines, "}", ""]
 
 
-def _entry(params: LaunchParams) -> list[str]:
+def _entry(plan: VectorPlan, params: LaunchParams) -> list[str]:
     bounds = f"{params.block}, {params.min_blocks}" if params.min_blocks else f"{params.block}"
     head = f"extern \"C\" __global__ void __launch_bounds__({bounds}) padvec_kernel(const padvec_args args) {{"
     if not params.smem_bytes:  # nothing staged: the arithmetic phase alone, no barriers
         return [head, "  padvec_run(1, args, nullptr);", "}"]
+    staged = [seg for seg in plan.segments if seg.staged]
+    barrier = "__syncwarp" if all(warp_tiles(seg, params) for seg in staged) else "__syncthreads"
     return [
         head,
         f"  alignas(16) __shared__ unsigned char smem[{params.smem_bytes}];",
         "  padvec_run(0, args, smem);",
-        "  __syncthreads();",
+        f"  {barrier}();",
         "  padvec_run(1, args, smem);",
-        "  __syncthreads();",
+        f"  {barrier}();",
         "  padvec_run(2, args, smem);",
         "}",
     ]
@@ -510,8 +526,8 @@ def render(plan: VectorPlan, params: LaunchParams) -> str:
     for i, seg in enumerate(plan.segments):
         lines += _render_segment(i, plan, seg)
         if seg.staged:
-            lines += _render_staging(i, seg, kernel, output=False, threads=params.block)
-            lines += _render_staging(i, seg, kernel, output=True, threads=params.block)
+            lines += _render_staging(i, seg, kernel, output=False, params=params)
+            lines += _render_staging(i, seg, kernel, output=True, params=params)
     lines += _dispatch(plan, params)
-    lines += _entry(params)
+    lines += _entry(plan, params)
     return "\n".join(lines) + "\n"

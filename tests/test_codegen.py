@@ -3,13 +3,14 @@
 NVRTC needs no GPU, so CI compiles every kernel here to CUBIN for sm_80 and sm_90.
 """
 
+import importlib
 import math
 
 import pytest
 import torch
 
 from helpers import jit_and_run, randn
-from thunder_padvec import codegen, ir
+from thunder_padvec import codegen, ir, schedule
 from thunder_padvec.codegen import scalar
 from thunder_padvec.errors import CompileError
 from thunder_padvec.examples import rope_one_entry
@@ -116,6 +117,26 @@ def test_generated_sources_compile_to_cubin(emulated, generator, arch):
             assert cubin[:4] == b"\x7fELF"
             compiled += 1
     assert compiled >= 4
+
+
+@pytest.mark.parametrize("warp_tiles, min_blocks", [(True, 0), (False, 4)])
+def test_staging_barriers_and_launch_bounds_knobs(emulated, generator, monkeypatch, warp_tiles, min_blocks):
+    """The seed's staged rows: warp tiles wait with __syncwarp, block tiles with __syncthreads; a
+    min_blocks knob reaches __launch_bounds__. Both run right in emulation and compile with NVRTC."""
+    monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "NARROW_MAX_THREADS", 0)
+    monkeypatch.setattr(schedule.TUNING, "warp_tiles", warp_tiles)
+    monkeypatch.setattr(schedule.TUNING, "min_blocks", min_blocks)
+    x = randn(3, 2, 11, 32, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(11, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    _, out, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+    ((fusion, _),) = fusions(trace)
+    spec = fusion.last
+    source = codegen.render(spec.plan, spec.params)
+    barrier = "__syncwarp();" if warp_tiles else "__syncthreads();"
+    assert source.count(barrier) == 2 and "__launch_bounds__(256" in source
+    assert ("__launch_bounds__(256, 4)" in source) == bool(min_blocks)
+    assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"
 
 
 def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch):

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 from .. import ir
 from ..schedule import LaunchParams
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
+from ..vectorize.plan import WARP
 from . import scalar
 
 IDX = "padvec_idx"
-WARP_ROWS = 32  # rows of a warp's tile in staged row mode
 
 
 @dataclass
@@ -411,9 +411,9 @@ def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: boo
     name = f"padvec_stage_{'out' if output else 'in'}{index}"
     body = []
     per_warp = warp_tiles(seg, params)
-    tile_rows, threads = (WARP_ROWS, WARP_ROWS) if per_warp else (seg.tile_rows, params.block)
-    thread = "(int)(threadIdx.x % 32)" if per_warp else "(int)threadIdx.x"
-    first = f"(int)(threadIdx.x / 32) * {WARP_ROWS} + " if per_warp else ""
+    tile_rows, threads = (WARP, WARP) if per_warp else (seg.tile_rows, params.block)  # a warp's tile: a row a lane
+    thread = f"(int)(threadIdx.x % {WARP})" if per_warp else "(int)threadIdx.x"
+    first = f"(int)(threadIdx.x / {WARP}) * {WARP} + " if per_warp else ""
     for s in (s for s in seg.staged if s.output == output):
         ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
         per_row = s.cols // s.width

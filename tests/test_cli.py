@@ -7,7 +7,7 @@ from thunder_padvec.__main__ import main
 
 
 @pytest.mark.parametrize("example, config, expect", [
-    ("seed", "seed-b256", "staged in shared memory"),
+    ("seed", "seed-b256", "staged in registers"),
     ("litgpt", "Llama-2-7b-b1", "rows shared by 8 threads"),
     ("qkv", "Llama-3-8B-b1", "rows shared by 8 threads"),
 ])

@@ -126,6 +126,7 @@ def test_staging_barriers_and_launch_bounds_knobs(emulated, generator, monkeypat
     monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "NARROW_MAX_THREADS", 0)
     monkeypatch.setattr(schedule.TUNING, "warp_tiles", warp_tiles)
     monkeypatch.setattr(schedule.TUNING, "min_blocks", min_blocks)
+    monkeypatch.setattr(schedule.TUNING, "register_rows", False)  # else these rows are staged in registers
     x = randn(3, 2, 11, 32, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(11, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     _, out, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)
@@ -151,3 +152,35 @@ def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch)
     assert str(err.source_path) in str(err)
     assert "error" in err.log
     assert "this is not C++" in err.numbered_source
+
+
+@pytest.mark.parametrize("example", ["litgpt", "qkv"])
+def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, example):
+    """With the hint knobs on, inputs read once (x, q) are loaded streaming and outputs stored
+    streaming; cos and sin, and grouped-query keys that a group's heads share, keep cached loads. The
+    numbers don't change, and the kernel compiles with NVRTC."""
+    from thunder_padvec.examples import litgpt_rope, qkv_split_rope
+
+    monkeypatch.setattr(schedule.TUNING, "load_hints", True)
+    monkeypatch.setattr(schedule.TUNING, "store_hints", True)
+    if example == "litgpt":
+        fn, args = litgpt_rope, (randn(2, 4, 6, 64, dtype=torch.bfloat16, generator=generator),
+                                 *(randn(6, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 64)
+    else:  # 4 heads in 2 query groups: k and v are expanded over each group's 2 heads
+        fn = qkv_split_rope
+        args = (randn(2, 6, 8 * 16, dtype=torch.bfloat16, generator=generator),
+                *(randn(6, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 4, 2, 16, 16)
+    _, out, trace = jit_and_run(fn, *args)
+    expected = fn(*args)
+    for got, want in zip(out if isinstance(out, tuple) else (out,), expected if isinstance(expected, tuple) else (expected,)):
+        assert torch.equal(got, want)
+    ((fusion, _),) = fusions(trace)
+    source = codegen.render(fusion.last.plan, fusion.last.params)
+    hoisted = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
+    once = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_once" in line}
+    cached = {line.split("args.in")[1][0] for line in hoisted if "padvec_load<" in line}
+    # x is input 0, cos and sin 1 and 2; in the qkv form input 0 holds q (read once) and k and v (shared)
+    assert (once, cached) == ({"0"}, {"1", "2"} if example == "litgpt" else {"0", "1", "2"}), source
+    global_stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
+    assert global_stores and all("padvec_store_once<" in line for line in global_stores), source
+    assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"

@@ -7,10 +7,12 @@ import importlib
 
 import pytest
 import torch
+import thunder
 import torch.nn.functional as F
 
-from helpers import jit_and_run, randn, unfused_ops
-from thunder_padvec import explain, vectorize
+from helpers import fusions, jit_and_run, randn, unfused_ops
+from thunder_padvec import codegen, explain, padvec, schedule, vectorize
+from thunder_padvec.runtime import nvrtc
 from thunder_padvec.examples import rope_one_entry
 
 
@@ -83,25 +85,73 @@ def test_input_used_by_pad_and_relu_is_loaded_once(emulated, generator):
 def test_seed_rope_widths(emulated, generator, monkeypatch, dtype, vector, half):
     # at the seed's own size (millions of rows) rows are staged, not split into narrower chunks
     monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", 0)
-    x = randn(2, 3, 13, 32, dtype=dtype, generator=generator)  # 78 rows: the third warp's tile is partial
+    x = randn(2, 3, 13, 32, dtype=dtype, generator=generator)  # 78 rows: the block's tile is partial
     cos, sin = randn(13, 8, dtype=dtype, generator=generator), randn(13, 8, dtype=dtype, generator=generator)
     jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, 8)
     assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
     report = _report(jitted)
-    # 16-bit rows are 4 chunks, one warp's: each warp stages its own 32 rows and waits only for itself;
-    # float32 rows are 8 chunks, split between two warps that share the block's tile
-    groups = report.plan.segments[0].column_groups
-    assert groups == (1 if dtype.itemsize == 2 else 2)
-    barrier, other = ("__syncwarp()", "__syncthreads()") if groups == 1 else ("__syncthreads()", "__syncwarp()")
-    assert barrier in report.kernel_source and other not in report.kernel_source
+    (seg,) = report.plan.segments
     w = report.widths
     assert (w["x"], w["cos"], w["sin"], w["x1"], w["x2"]) == (vector, vector, vector, half, half), str(report)
     (out,) = [a for a in report.accesses if a.role == "output"]
     assert (out.access, out.width) == ("staged", vector)
-    # A thread owns a whole row: x's rows are copied to shared memory once, in 16-byte vectors, and
-    # its aligned and shifted uses read them there.
     kinds = sorted((a.access, a.width) for a in _input_accesses(report, "x"))
-    assert kinds == sorted([("staged", vector), ("shared", vector), ("shared", half), ("shared", half)])
+    if dtype.itemsize == 2:
+        # 16-bit rows are 4 chunks of 8 and the halves of 4 lie inside the first: a row's chunks go to 4
+        # threads, each loading its own chunk into registers, one coalesced access each way, no barriers
+        assert (seg.in_registers, seg.column_groups, seg.repeats) == (True, 4, 1), str(report)
+        assert "__shared__" not in report.kernel_source and "__sync" not in report.kernel_source
+        assert kinds == sorted([("staged", vector), ("register", vector), ("register", half), ("register", half)])
+    else:
+        # float32 rows are 8 chunks of 4: the first reads the second's columns, so rows go through shared
+        # memory, each split between two warps that share the block's tile
+        assert (seg.in_registers, seg.column_groups) == (False, 2), str(report)
+        assert "__syncthreads()" in report.kernel_source and "__syncwarp()" not in report.kernel_source
+        assert kinds == sorted([("staged", vector), ("shared", vector), ("shared", half), ("shared", half)])
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 4])
+def test_register_rows_take_several_rows_per_thread(emulated, generator, monkeypatch, repeats):
+    """A thread of register rows takes ``repeats`` rows a block apart, as far as the launch keeps
+    MIN_THREADS threads; rows past the end (here 3 * 5 * 29 = 435, not a multiple of any tile) are
+    neither read nor written."""
+    monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", 0)
+    monkeypatch.setattr(vectorize_plan, "REGISTER_REPEATS", repeats)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 64)
+    x = randn(3, 5, 29, 32, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(29, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)
+    assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
+    (seg,) = _report(jitted).plan.segments
+    assert (seg.in_registers, seg.repeats, seg.tile_rows) == (True, repeats, 64 * repeats)
+    ((fusion, _),) = fusions(trace)
+    source = codegen.device_source(codegen.render(fusion.last.plan, fusion.last.params))
+    assert source.count("switch (column_group)") == repeats and "__shared__" not in source
+    assert nvrtc.compile_cubin(source, "sm_90")[:4] == b"\x7fELF"
+
+
+def test_register_rows_only_where_one_chunk_computes(emulated, generator, monkeypatch):
+    """The seed's backward adds in every chunk of a row (the sum of the pads of its slices' gradients):
+    a warp would run four chunks' arithmetic one after another, so its rows stay in shared memory,
+    while the forward (arithmetic in the first chunk only) stages them in registers."""
+    monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", 0)
+    x = randn(2, 3, 13, 32, dtype=torch.bfloat16, generator=generator).requires_grad_()
+    cos, sin = (randn(13, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted = thunder.jit(rope_one_entry, executors=[padvec])
+    out = jitted(x, cos, sin, 8)
+    grad = randn(*out.shape, dtype=out.dtype, generator=generator)
+    out.backward(grad)
+    x_eager = x.detach().clone().requires_grad_()
+    expected = rope_one_entry(x_eager, cos, sin, 8)
+    expected.backward(grad)
+    assert torch.equal(out, expected)
+    torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-2, atol=1e-2)
+    modes = []
+    for trace in (thunder.last_traces(jitted)[-1], thunder.last_backward_traces(jitted)[-1]):
+        ((fusion, _),) = fusions(trace)
+        (seg,) = fusion.last.plan.segments
+        modes.append(seg.in_registers)
+    assert modes == [True, False]  # forward, backward
 
 
 def test_misaligned_view_gets_a_narrower_variant(emulated, generator):

@@ -22,8 +22,9 @@ class Access:
     projected_extent: int  # the contiguous inner elements the analysis projected onto it
     width: int  # elements per vector access
     access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
-    #              "staged": rows copied between global and shared memory, coalesced (an input's one read,
-    #              an output's one write); "shared": a read of a staged row; "store"; "-" for resize nodes
+    #              "staged": rows copied between global and shared memory (or registers), coalesced (an
+    #              input's one read, an output's one write); "shared": a read of a row staged in shared
+    #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes
 
 
 @dataclass
@@ -99,7 +100,8 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
         for site, width in zip(seg.segment.sites, seg.widths):
             node = kernel.node(site.node)
             if isinstance(node, ir.LOADS):
-                kind = "shared" if seg.staging(node.name) else "cached" if site.aligned else "direct"
+                staged = "register" if seg.in_registers else "shared"
+                kind = staged if seg.staging(node.name) else "cached" if site.aligned else "direct"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

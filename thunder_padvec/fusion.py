@@ -217,7 +217,7 @@ class PadvecFusion:
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
         plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
-                              tuple(tuple(o.stride()) for o in outputs))
+                              tuple(tuple(o.stride()) for o in outputs), TUNING.register_rows)
         params = schedule(plan)
         body = codegen.render(plan, params)
         pack = ArgPack(len(args) + len(outputs))

@@ -25,6 +25,9 @@ class Tuning:
     min_threads: int = MIN_THREADS  # threads share rows' broadcast loads while a launch keeps this many
     min_blocks: int = 0  # blocks per SM the compiler keeps registers for (__launch_bounds__), 0: its choice
     warp_tiles: bool = True  # staged rows that no warp splits: each warp stages its own (else the block's tile)
+    register_rows: bool = True  # staged rows whose chunks read only their own columns: held in registers
+    load_hints: bool = False  # inputs read once are loaded streaming (ld.global.cs), broadcast ones cached
+    store_hints: bool = False  # outputs are stored streaming (st.global.cs)
 
 
 TUNING = Tuning()
@@ -46,6 +49,8 @@ class LaunchParams:
     smem_bytes: int = 0  # static shared memory of a block
     min_blocks: int = 0  # blocks per SM that __launch_bounds__ asks registers for; 0: the compiler's choice
     warp_tiles: bool = True  # see Tuning
+    load_hints: bool = False  # see Tuning
+    store_hints: bool = False  # see Tuning
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
@@ -79,4 +84,5 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
-    return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles)
+    return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
+                        TUNING.load_hints, TUNING.store_hints)

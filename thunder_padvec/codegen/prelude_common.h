@@ -139,6 +139,50 @@ template <int W, typename T> PADVEC_FN void padvec_store(T* dst, const T* src) {
   *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
 }
 
+// The same copies from and to global memory with the access marked streaming (ld/st.global.cs:
+// the line is evicted first), for tensors a kernel reads or writes once: the L2 then keeps what is
+// reused (cos and sin) and the lines other kernels left there. A plain copy on the host.
+template <int W, typename T> PADVEC_FN void padvec_load_once(T* dst, const T* src) {
+#if defined(__CUDA_ARCH__)
+  constexpr int bytes = W * sizeof(T);
+  typedef padvec_chunk<bytes> chunk;
+  chunk c;
+  if constexpr (bytes == 16) {
+    asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(c.v[0]), "=r"(c.v[1]), "=r"(c.v[2]), "=r"(c.v[3]) : "l"(src));
+  } else if constexpr (bytes == 8) {
+    asm("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(c.v[0]), "=r"(c.v[1]) : "l"(src));
+  } else if constexpr (bytes == 4) {
+    asm("ld.global.cs.u32 %0, [%1];" : "=r"(c.v) : "l"(src));
+  } else {
+    c = *reinterpret_cast<const chunk*>(src);
+  }
+  *reinterpret_cast<chunk*>(dst) = c;
+#else
+  padvec_load<W>(dst, src);
+#endif
+}
+
+template <int W, typename T> PADVEC_FN void padvec_store_once(T* dst, const T* src) {
+#if defined(__CUDA_ARCH__)
+  constexpr int bytes = W * sizeof(T);
+  typedef padvec_chunk<bytes> chunk;
+  const chunk c = *reinterpret_cast<const chunk*>(src);
+  if constexpr (bytes == 16) {
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(dst), "r"(c.v[0]), "r"(c.v[1]), "r"(c.v[2]), "r"(c.v[3]) : "memory");
+  } else if constexpr (bytes == 8) {
+    asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" :: "l"(dst), "r"(c.v[0]), "r"(c.v[1]) : "memory");
+  } else if constexpr (bytes == 4) {
+    asm volatile("st.global.cs.u32 [%0], %1;" :: "l"(dst), "r"(c.v) : "memory");
+  } else {
+    *reinterpret_cast<chunk*>(dst) = c;
+  }
+#else
+  padvec_store<W>(dst, src);
+#endif
+}
+
 template <int W, typename T> PADVEC_FN void padvec_fill_zero(T* dst) {
   for (int i = 0; i < W; ++i) dst[i] = T{};
 }

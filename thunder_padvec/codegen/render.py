@@ -10,7 +10,10 @@ memory (0), the arithmetic runs and fills staged outputs (1), staged outputs are
 Where no warp splits rows (one column group), each warp stages its own 32 rows and the barriers
 are ``__syncwarp()``: the warps of a block then load, compute and store independently, so that an
 SM overlaps the phases of its warps; otherwise a block's tile is shared and they are
-``__syncthreads()``. In staged row mode the segment's code is a template on the column group ``G`` the
+``__syncthreads()``. Rows staged in registers (a chunk per thread) need no barriers: the dispatcher
+loads each thread's chunk of the staged inputs into a register buffer, runs the chunk's code, and
+stores the staged outputs' chunk, so that a warp's global accesses are single coalesced instructions
+and only the arithmetic between them branches on the chunk. In staged row mode the segment's code is a template on the column group ``G`` the
 warp computes, so that the coordinates of every lane are compile-time constants. In tiled row mode
 a thread's first column ``col`` is a run-time value, but every branch along the row is uniform over
 the threads sharing the row, so predicates read the compile-time column ``l`` of the thread's slab
@@ -39,6 +42,7 @@ class _Segment:
 
     plan: VectorPlan
     seg: SegmentPlan
+    params: LaunchParams | None = None
     names: dict = field(default_factory=dict)  # site id -> id of the site whose registers hold its value
     # Tiled row mode: the step being rendered (its first column, and the guard of a partial step), and
     # the global loads of all steps, hoisted in front of them and shared between equal addresses.
@@ -123,6 +127,26 @@ def _staged_row(staging: Staging) -> str:
     return f"{'so' if staging.output else 'si'}{staging.index}"
 
 
+def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
+    """Whether the segment reads each element of this input once: every dim of the reference that
+    has extent reaches it, and no dim of its memory is broadcast (stride 0)."""
+    used = {ref for ref, _ in site.index_map if ref is not None}
+    if any(n > 1 and d not in used for d, n in enumerate(r.shape)):
+        return False
+    layout = r.plan.layout_of(node)
+    parts = layout.components or tuple(((e, s),) for e, s in zip(node.type.shape, layout.strides))
+    return all(stride != 0 for dim in parts for extent, stride in dim if extent > 1)
+
+
+def _load_op(params: LaunchParams | None, once: bool) -> str:
+    """The copy from global memory: streaming for data read once, where the launch asks for hints."""
+    return "padvec_load_once" if once and params is not None and params.load_hints else "padvec_load"
+
+
+def _store_op(params: LaunchParams | None) -> str:
+    return "padvec_store_once" if params is not None and params.store_hints else "padvec_store"
+
+
 # --------------------------------------------------------------------------------------------
 # One render function per kind of site
 # --------------------------------------------------------------------------------------------
@@ -179,7 +203,7 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
         key = (address, guard, width)
         if key not in r.loads:
             reg = r.loads[key] = f"g{len(r.loads)}"
-            load = f"padvec_load<{width}>({reg}, {address});"
+            load = f"{_load_op(r.params, _read_once(r, site, node))}<{width}>({reg}, {address});"
             r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
                           load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
         lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")
@@ -192,13 +216,15 @@ def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str
     staging = r.seg.staging(node.name)
     if staging is not None:  # the row is in shared memory; only the row's own bounds matter
         column = r.node_coord(site, node.type.rank - 1)
-        address = f"{_staged_row(staging)} + ({column} - {staging.col_lo})"
+        own = " - c" if r.seg.in_registers else ""  # registers hold the chunk's columns alone
+        address = f"{_staged_row(staging)} + ({column} - {staging.col_lo}{own})"
         box = tuple((0, n) for n in r.shape[:-1]) + site.box[-1:]
     else:
         address = _global_address(r, site, node)
         box = site.box
     guard = r.box_guard(box)
-    load = f"padvec_load<{width}>(&s{site.id}[j], {address});"
+    op = "padvec_load" if staging is not None else _load_op(r.params, _read_once(r, site, node))
+    load = f"{op}<{width}>(&s{site.id}[j], {address});"
     body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[j]);"
     return [_declare(r, site), *_loop(r.seg.chunk, width, [body])]
 
@@ -284,7 +310,7 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
     shape = node.type.shape
     staging = r.seg.staging(store.output, output=True)
     if staging is not None:
-        destination = f"{_staged_row(staging)} + l"
+        destination = f"{_staged_row(staging)} + {'j' if r.seg.in_registers else 'l'}"
     elif (shape == r.shape and not any(store.offsets) and r.seg.rows_per_thread == 1
           and r.plan.output_contiguous(store.output_index)):
         column = f"c{len(shape) - 1} + " if r.seg.tiled else ""
@@ -298,7 +324,8 @@ def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
         ]
         destination = f"args.out{store.output_index} + ({' + '.join(terms) or '0'})"
     guard = r.box_guard(store.box)
-    write = f"padvec_store<{width}>({destination}, &{r.reg(store.site)});"
+    op = "padvec_store" if staging is not None else _store_op(r.params)
+    write = f"{op}<{width}>({destination}, &{r.reg(store.site)});"
     return _loop(r.seg.chunk, width, [write if guard == "true" else f"if ({guard}) {write}"])
 
 
@@ -369,8 +396,8 @@ def _render_chunk(r: _Segment) -> list[str]:
     return chunk
 
 
-def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]:
-    r = _Segment(plan, seg)
+def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
+    r = _Segment(plan, seg, params)
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
     if seg.tiled:  # one block per row and step: its first column, and the threads that take part
         steps = []  # threads past the busiest step returned early: only narrower steps need a guard
@@ -401,7 +428,37 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan) -> list[str]
 
 def warp_tiles(seg: SegmentPlan, params: LaunchParams) -> bool:
     """Staged row mode in which each warp stages its own 32 rows (no warp splits a row)."""
-    return params.warp_tiles and bool(seg.staged) and seg.column_groups == 1
+    return params.warp_tiles and bool(seg.staged) and seg.column_groups == 1 and not seg.in_registers
+
+
+def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block: int, groups: int,
+                   params: LaunchParams) -> list[str]:
+    """The dispatcher's code for rows staged in registers: the thread's chunk of each staged input
+    loaded (consecutive threads on consecutive vectors) for each of its ``repeats`` rows, then each
+    row's chunk code, then its staged outputs' chunks stored."""
+    k, repeats = seg.column_groups, seg.repeats
+    passes = seg.tile_rows // repeats  # rows the block's threads cover at once
+    size = sum(s.pitch for s in seg.staged)
+    lines = [f"const int column_group = (int)(threadIdx.x % {k});",
+             f"const {IDX} row0 = ({IDX})(block - {first_block}u) * {seg.tile_rows} + threadIdx.x / {k};"]
+    loads, runs, stores = [], [], []
+    for r in range(repeats):
+        group, regs = f"row0 + {r * passes}", f"regs{r}"
+        lines.append(f"alignas(16) unsigned char {regs}[{size}];")
+        for s in seg.staged:
+            ctype = scalar.CTYPE[kernel.node(s.tensor).type.dtype]
+            width = min(s.width, seg.chunk)
+            row = f"reinterpret_cast<{ctype}*>({regs} + {s.smem_offset})"
+            tensor = f"args.{'out' if s.output else 'in'}{s.index}"
+            for j in range(0, seg.chunk, width):
+                memory = f"{tensor} + ({s.base} + ({group}) * {s.row_stride} + column_group * {seg.chunk} + {j})"
+                access = (f"{_store_op(params)}<{width}>({memory}, {row} + {j});" if s.output
+                          else f"{_load_op(params, s.row_stride != 0)}<{width}>({row} + {j}, {memory});")
+                (stores if s.output else loads).append(f"if ({group} < {groups}) {access}")
+        cases = [f"  case {g}: padvec_segment{index}<{g}>(args, {group}, {regs}, 0, 0); break;" for g in range(k)]
+        runs += [f"if ({group} < {groups}) {{", "  switch (column_group) {", *("  " + c for c in cases), "  }", "}"]
+    body = lines + loads + runs + stores
+    return ["    if (phase == 1) {", *("      " + line for line in body), "    }"]
 
 
 def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: bool, params: LaunchParams) -> list[str]:
@@ -425,17 +482,19 @@ def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: boo
         tmp = f"t{s.index}{'o' if output else 'i'}"
         position = [f"const int q = {thread} + {threads} * k;",
                     f"const int row = {first}q / {per_row}, vec = q % {per_row};"]
+        load = "padvec_load" if output else _load_op(params, s.row_stride != 0)
+        store = _store_op(params) if output else "padvec_store"
         body += [
             f"alignas(16) {ctype} {tmp}[{steps}][{s.width}];",
             "#pragma unroll",
             f"for (int k = 0; k < {steps}; ++k) {{",
             *("  " + line for line in position),
-            f"  if (row < rows) padvec_load<{s.width}>({tmp}[k], {src});",
+            f"  if (row < rows) {load}<{s.width}>({tmp}[k], {src});",
             "}",
             "#pragma unroll",
             f"for (int k = 0; k < {steps}; ++k) {{",
             *("  " + line for line in position),
-            f"  if (row < rows) padvec_store<{s.width}>({dst}, {tmp}[k]);",
+            f"  if (row < rows) {store}<{s.width}>({dst}, {tmp}[k]);",
             "}",
         ]
     head = f"PADVEC_FN void {name}(const padvec_args& args, const {IDX} first_row, const int rows, " \
@@ -468,6 +527,8 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                 f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
                 f"    if (phase == 1 && group < {launch.groups}{busy}) padvec_segment{i}<0>(args, group, smem, 0, col);",
             ]
+        elif seg.in_registers:
+            lines += _register_rows(i, seg, plan.kernel, launch.first_block, launch.groups, params)
         elif seg.whole_rows:
             k, tile = seg.column_groups, seg.tile_rows
             lines += [
@@ -500,7 +561,7 @@ def _entry(plan: VectorPlan, params: LaunchParams) -> list[str]:
     head = f"extern \"C\" __global__ void __launch_bounds__({bounds}) padvec_kernel(const padvec_args args) {{"
     if not params.smem_bytes:  # nothing staged: the arithmetic phase alone, no barriers
         return [head, "  padvec_run(1, args, nullptr);", "}"]
-    staged = [seg for seg in plan.segments if seg.staged]
+    staged = [seg for seg in plan.segments if seg.staged and not seg.in_registers]
     barrier = "__syncwarp" if all(warp_tiles(seg, params) for seg in staged) else "__syncthreads"
     return [
         head,
@@ -524,8 +585,8 @@ def render(plan: VectorPlan, params: LaunchParams) -> str:
     ]
     lines += _args_struct(kernel)
     for i, seg in enumerate(plan.segments):
-        lines += _render_segment(i, plan, seg)
-        if seg.staged:
+        lines += _render_segment(i, plan, seg, params)
+        if seg.staged and not seg.in_registers:
             lines += _render_staging(i, seg, kernel, output=False, params=params)
             lines += _render_staging(i, seg, kernel, output=True, params=params)
     lines += _dispatch(plan, params)

@@ -30,6 +30,16 @@ global memory once. A block is 8 warps: ``column_groups`` of them split each row
 warp's threads all take the same chunks, so each warp runs one specialization of the row's
 code), the rest take further slabs of 32 rows.
 
+Register rows. Where every read of a staged row by a chunk's code stays inside that chunk's own
+columns (the seed's RoPE in 16-bit types: its halves of 4 lie inside the first 8-lane chunk), shared
+memory is not needed: a row's chunks go to consecutive threads (``column_groups`` is then the
+chunks of a row, one per thread), each thread loads its own chunk into registers and stores its
+output chunk, so that a warp's loads and stores are single coalesced instructions, as in a copy,
+with no barriers; only the code between them branches on the chunk. A warp runs the branches one
+after another, so this is chosen only where at most one chunk computes (the others only move
+values): the seed's backward adds in every chunk, and its rows stay in shared memory. A thread
+takes ``repeats`` rows a block apart, their loads issued together.
+
 Widths. A site's width is the largest power of two that divides its contiguous inner run, is at
 most 16 bytes and at most a chunk, and for inputs read from global memory divides the pointer's
 alignment and every stride outside the run (in elements).
@@ -57,6 +67,7 @@ MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a r
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
+REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,8 @@ class SegmentPlan:
     steps: tuple[tuple[int, int], ...] = ()  # tiled: (first chunk, chunks) of each step of the threads
     row_dim: int | None = None  # tiled: the dim along which a thread takes several rows
     rows_per_thread: int = 1
+    in_registers: bool = False  # staged rows held in registers, a chunk per thread (see Register rows)
+    repeats: int = 1  # register rows: rows a thread takes, a block's width apart, their loads in flight together
 
     @property
     def whole_rows(self) -> bool:
@@ -112,6 +125,9 @@ class SegmentPlan:
             return (f"[{shape}] rows shared by {self.threads_per_row} threads, {self.chunk}-lane chunks, "
                     f"{len(self.steps)} steps" + (f", {self.rows_per_thread} rows per thread along dim {self.row_dim}"
                                                   if self.rows_per_thread > 1 else ""))
+        if self.in_registers:
+            return (f"[{shape}] a row per {self.column_groups} threads, a {self.chunk}-lane chunk each, "
+                    f"staged in registers, {self.repeats} row(s) per thread")
         if self.whole_rows:
             return (f"[{shape}] a row per thread in {self.chunk}-lane chunks, staged in shared memory, "
                     f"{self.column_groups} column group(s)")
@@ -134,11 +150,11 @@ class SegmentPlan:
     @property
     def tile_rows(self) -> int:
         """Rows a block covers (row mode)."""
-        return WARP * STAGED_WARPS // (self.column_groups * self.threads_per_row)
+        return WARP * STAGED_WARPS // (self.column_groups * self.threads_per_row) * self.repeats
 
     @property
     def smem_bytes(self) -> int:
-        return sum(self.tile_rows * s.pitch for s in self.staged)
+        return 0 if self.in_registers else sum(self.tile_rows * s.pitch for s in self.staged)
 
     def columns(self, group: int) -> range:
         """The lanes whose chunks column group ``group`` computes."""
@@ -429,6 +445,54 @@ def _staging(kernel: ir.Kernel, seg: SegmentPlan, layouts: dict[str, Layout],
     return tuple(staged)
 
 
+def _chunks_self_contained(seg: SegmentPlan, staged: tuple[Staging, ...]) -> bool:
+    """Whether each chunk's code reads its staged rows only inside its own columns, and a warp covers
+    whole rows a chunk per thread, so that the rows can be staged in registers (see Register rows)."""
+    chunks = seg.lanes // seg.chunk
+    if seg.lanes % seg.chunk or chunks < 2 or WARP % chunks:
+        return False
+    if any(s.cols != seg.lanes for s in staged):
+        return False
+    for s in staged:
+        if s.output:
+            continue
+        for site in seg.segment.sites:
+            if site.node != s.tensor:
+                continue
+            lo, hi = site.box[-1]
+            shift = site.index_map[-1][1] - s.col_lo
+            for first in range(0, seg.lanes, seg.chunk):
+                a, b = max(lo, first), min(hi, first + seg.chunk)
+                if a < b and not (first <= a + shift and b + shift <= first + seg.chunk):
+                    return False
+    return True
+
+
+def _arithmetic_chunks(kernel: ir.Kernel, seg: SegmentPlan) -> int:
+    """How many of a row's chunks compute (an elementwise op, a cast or a sum reaches their columns);
+    the others only move their inputs' values."""
+    computing = [s.box[-1] for s in seg.segment.sites
+                 if isinstance(kernel.node(s.node), (ir.Elementwise, ir.Cast, ir.Reduce))]
+    return sum(any(lo < first + seg.chunk and first < hi for lo, hi in computing)
+               for first in range(0, seg.lanes, seg.chunk))
+
+
+def _in_registers(seg: SegmentPlan, staged: tuple[Staging, ...],
+                  min_threads: int) -> tuple[SegmentPlan, tuple[Staging, ...]]:
+    """The segment with its staged rows in registers: a chunk per thread, each staging a chunk's bytes
+    at ``smem_offset`` of the thread's register buffer."""
+    placed, offset = [], 0
+    for s in staged:
+        pitch = -(-seg.chunk * s.itemsize // 16) * 16
+        placed.append(replace(s, smem_offset=offset, pitch=pitch))
+        offset += pitch
+    k = seg.lanes // seg.chunk
+    repeats = 1
+    while repeats < REGISTER_REPEATS and seg.groups * k // (2 * repeats) >= min_threads:
+        repeats *= 2
+    return replace(seg, column_groups=k, in_registers=True, repeats=repeats), tuple(placed)
+
+
 def _staged_width(site: Site, width: int, staging: Staging) -> int:
     """Reads from shared memory need only align within the staged row."""
     shift = site.index_map[-1][1] - staging.col_lo
@@ -437,9 +501,10 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
          max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS,
-         output_strides: tuple[tuple[int, ...], ...] | None = None) -> VectorPlan:
+         output_strides: tuple[tuple[int, ...], ...] | None = None, register_rows: bool = True) -> VectorPlan:
     """``output_strides``: where outputs are allocated in another order than row-major (their
-    innermost dim stays innermost), the strides the kernel stores at."""
+    innermost dim stays innermost), the strides the kernel stores at. ``register_rows``: stage rows
+    in registers where the chunks allow it (else always in shared memory)."""
     kernel = projection.kernel
     shell = VectorPlan(projection, tuple(layouts), tuple(output_alignments), (), (),
                        tuple(map(tuple, output_strides)) if output_strides else None)
@@ -463,6 +528,10 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)
+        # a warp runs its chunks' code one after another: only one of them may compute
+        if (staged and register_rows and _chunks_self_contained(seg, staged)
+                and _arithmetic_chunks(kernel, seg) <= 1):
+            seg, staged = _in_registers(seg, staged, min_threads)
         if staged:
             for site in segment.sites:
                 staging = next((s for s in staged if s.tensor == site.node and not s.output), None)

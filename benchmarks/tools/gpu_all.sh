@@ -3,6 +3,7 @@
 #   tests      pytest -m gpu (the random-program budget from PADVEC_GPU_PROGRAMS, default 80)
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
 #   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT)
+#   seed       the suite's seed rows alone, both passes
 #   host       the host-path benchmark
 # A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
 # Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack
@@ -26,6 +27,7 @@ for part in ${@:-tests notebooks fwd bwd host}; do
     tests) timeout -s INT 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     fwd) suite fwd_rope "not qkv and not bwd and not test_host"; suite fwd_qkv "qkv and not bwd" ;;
     bwd) suite bwd_rope "not qkv and bwd and not test_host"; suite bwd_qkv "qkv and bwd" ;;
+    seed) suite seed "seed" ;;
     host) suite host "test_host" ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }

@@ -10,15 +10,18 @@ import torch
 L2_FLUSH_BYTES = 256 << 20  # several times the L2 of current GPUs
 
 
-def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5, flush: bool = True) -> float:
-    """Median milliseconds of ``fn()`` on the current stream."""
-    scratch = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if flush else None
+def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5,
+              flush: bool | Callable[[], object] = True) -> float:
+    """Median milliseconds of ``fn()`` on the current stream. ``flush``: before each repeat, write
+    ``L2_FLUSH_BYTES`` (True), nothing (False), or call the given flush."""
+    if flush is True:
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda").zero_
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        if scratch is not None:
-            scratch.zero_()
+        if flush:
+            flush()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -12,27 +12,11 @@ roofline is timed both ways as well. Prints one row per shift and executor.
 from __future__ import annotations
 
 import argparse
-import statistics
-
 import thunder_padvec  # noqa: F401
 import torch
 
 from thunder_padvec.bench.cases import build, cases, executor, with_backward
-from thunder_padvec.timing import L2_FLUSH_BYTES
-
-
-def _median_ms(replay, flush, repeats: int = 50) -> float:
-    replay()
-    times = []
-    for _ in range(repeats):
-        flush()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+from thunder_padvec.timing import L2_FLUSH_BYTES, median_ms
 
 
 def _graph(fn):
@@ -70,10 +54,10 @@ def main() -> None:
             fillers.append(torch.empty(max(shift << 20, 1), dtype=torch.uint8, device="cuda"))
             row = [f"  shift {shift:3d} MiB"]
             for name, flush in flushes.items():
-                copy = _median_ms(lambda: dst.copy_(src), flush)
+                copy = median_ms(lambda: dst.copy_(src), flush=flush)
                 row.append(f"{name}: copy {copy * 1000:7.1f}")
                 for exe, run in runs.items():
-                    ms = _median_ms(_graph(lambda: run(*inputs)).replay, flush)
+                    ms = median_ms(_graph(lambda: run(*inputs)).replay, flush=flush)
                     row.append(f"{exe} {ms * 1000:7.1f} ({copy / ms:6.1%})")
             print("  ".join(row), flush=True)
         del fillers, runs

@@ -13,8 +13,9 @@ SM overlaps the phases of its warps; otherwise a block's tile is shared and they
 ``__syncthreads()``. Rows staged in registers (a chunk per thread) need no barriers: the dispatcher
 loads each thread's chunk of the staged inputs into a register buffer, runs the chunk's code, and
 stores the staged outputs' chunk, so that a warp's global accesses are single coalesced instructions
-and only the arithmetic between them branches on the chunk. In staged row mode the segment's code is a template on the column group ``G`` the
-warp computes, so that the coordinates of every lane are compile-time constants. In tiled row mode
+and only the arithmetic between them branches on the chunk. In staged row mode the segment's code
+is a template on the column group ``G`` the warp computes, so that the coordinates of every lane are
+compile-time constants. In tiled row mode
 a thread's first column ``col`` is a run-time value, but every branch along the row is uniform over
 the threads sharing the row, so predicates read the compile-time column ``l`` of the thread's slab
 and addresses the true column ``col + l``. ``padvec_run(phase, ...)`` holds each phase's work, so
@@ -42,7 +43,7 @@ class _Segment:
 
     plan: VectorPlan
     seg: SegmentPlan
-    params: LaunchParams | None = None
+    params: LaunchParams
     names: dict = field(default_factory=dict)  # site id -> id of the site whose registers hold its value
     # Tiled row mode: the step being rendered (its first column, and the guard of a partial step), and
     # the global loads of all steps, hoisted in front of them and shared between equal addresses.
@@ -138,13 +139,13 @@ def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
     return all(stride != 0 for dim in parts for extent, stride in dim if extent > 1)
 
 
-def _load_op(params: LaunchParams | None, once: bool) -> str:
+def _load_op(params: LaunchParams, once: bool) -> str:
     """The copy from global memory: streaming for data read once, where the launch asks for hints."""
-    return "padvec_load_once" if once and params is not None and params.load_hints else "padvec_load"
+    return "padvec_load_once" if once and params.load_hints else "padvec_load"
 
 
-def _store_op(params: LaunchParams | None) -> str:
-    return "padvec_store_once" if params is not None and params.store_hints else "padvec_store"
+def _store_op(params: LaunchParams) -> str:
+    return "padvec_store_once" if params.store_hints else "padvec_store"
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,7 +429,7 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: Laun
 
 def warp_tiles(seg: SegmentPlan, params: LaunchParams) -> bool:
     """Staged row mode in which each warp stages its own 32 rows (no warp splits a row)."""
-    return params.warp_tiles and bool(seg.staged) and seg.column_groups == 1 and not seg.in_registers
+    return params.warp_tiles and seg.in_shared_memory and seg.column_groups == 1
 
 
 def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block: int, groups: int,
@@ -561,7 +562,7 @@ def _entry(plan: VectorPlan, params: LaunchParams) -> list[str]:
     head = f"extern \"C\" __global__ void __launch_bounds__({bounds}) padvec_kernel(const padvec_args args) {{"
     if not params.smem_bytes:  # nothing staged: the arithmetic phase alone, no barriers
         return [head, "  padvec_run(1, args, nullptr);", "}"]
-    staged = [seg for seg in plan.segments if seg.staged and not seg.in_registers]
+    staged = [seg for seg in plan.segments if seg.in_shared_memory]
     barrier = "__syncwarp" if all(warp_tiles(seg, params) for seg in staged) else "__syncthreads"
     return [
         head,
@@ -586,7 +587,7 @@ def render(plan: VectorPlan, params: LaunchParams) -> str:
     lines += _args_struct(kernel)
     for i, seg in enumerate(plan.segments):
         lines += _render_segment(i, plan, seg, params)
-        if seg.staged and not seg.in_registers:
+        if seg.in_shared_memory:
             lines += _render_staging(i, seg, kernel, output=False, params=params)
             lines += _render_staging(i, seg, kernel, output=True, params=params)
     lines += _dispatch(plan, params)

@@ -153,8 +153,13 @@ class SegmentPlan:
         return WARP * STAGED_WARPS // (self.column_groups * self.threads_per_row) * self.repeats
 
     @property
+    def in_shared_memory(self) -> bool:
+        """Staged rows that go through shared memory (copied in and out around barriers)."""
+        return bool(self.staged) and not self.in_registers
+
+    @property
     def smem_bytes(self) -> int:
-        return 0 if self.in_registers else sum(self.tile_rows * s.pitch for s in self.staged)
+        return sum(self.tile_rows * s.pitch for s in self.staged) if self.in_shared_memory else 0
 
     def columns(self, group: int) -> range:
         """The lanes whose chunks column group ``group`` computes."""
@@ -453,18 +458,14 @@ def _chunks_self_contained(seg: SegmentPlan, staged: tuple[Staging, ...]) -> boo
         return False
     if any(s.cols != seg.lanes for s in staged):
         return False
-    for s in staged:
-        if s.output:
-            continue
-        for site in seg.segment.sites:
-            if site.node != s.tensor:
-                continue
-            lo, hi = site.box[-1]
-            shift = site.index_map[-1][1] - s.col_lo
-            for first in range(0, seg.lanes, seg.chunk):
-                a, b = max(lo, first), min(hi, first + seg.chunk)
-                if a < b and not (first <= a + shift and b + shift <= first + seg.chunk):
-                    return False
+    inputs = {s.tensor: s for s in staged if not s.output}
+    for site in (site for site in seg.segment.sites if site.node in inputs):
+        lo, hi = site.box[-1]
+        shift = site.index_map[-1][1] - inputs[site.node].col_lo
+        for first in range(0, seg.lanes, seg.chunk):
+            a, b = max(lo, first), min(hi, first + seg.chunk)
+            if a < b and not (first <= a + shift and b + shift <= first + seg.chunk):
+                return False
     return True
 
 

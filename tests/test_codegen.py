@@ -157,12 +157,13 @@ def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch)
 @pytest.mark.parametrize("example", ["litgpt", "qkv"])
 def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, example):
     """With the hint knobs on, inputs read once (x, q) are loaded streaming and outputs stored
-    streaming; cos and sin, and grouped-query keys that a group's heads share, keep cached loads. The
-    numbers don't change, and the kernel compiles with NVRTC."""
+    streaming; cos and sin, and grouped-query keys that a group's heads share, are loaded with an L2
+    evict_last policy. The numbers don't change, and the kernel compiles with NVRTC."""
     from thunder_padvec.examples import litgpt_rope, qkv_split_rope
 
     monkeypatch.setattr(schedule.TUNING, "load_hints", True)
     monkeypatch.setattr(schedule.TUNING, "store_hints", True)
+    monkeypatch.setattr(schedule.TUNING, "keep_hints", True)
     if example == "litgpt":
         fn, args = litgpt_rope, (randn(2, 4, 6, 64, dtype=torch.bfloat16, generator=generator),
                                  *(randn(6, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 64)
@@ -178,9 +179,10 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
     source = codegen.render(fusion.last.plan, fusion.last.params)
     hoisted = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
     once = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_once" in line}
-    cached = {line.split("args.in")[1][0] for line in hoisted if "padvec_load<" in line}
+    kept = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_keep" in line}
+    assert not any("padvec_load<" in line for line in hoisted), source
     # x is input 0, cos and sin 1 and 2; in the qkv form input 0 holds q (read once) and k and v (shared)
-    assert (once, cached) == ({"0"}, {"1", "2"} if example == "litgpt" else {"0", "1", "2"}), source
+    assert (once, kept) == ({"0"}, {"1", "2"} if example == "litgpt" else {"0", "1", "2"}), source
     global_stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert global_stores and all("padvec_store_once<" in line for line in global_stores), source
     assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"

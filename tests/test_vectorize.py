@@ -284,6 +284,30 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
     assert report.source.count("args.in1 +") == roping_steps
 
 
+@pytest.mark.parametrize("seq, planes", [(64, (4, 2)), (48, None)])
+def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, generator, monkeypatch, seq, planes):
+    """With ``plane_order``, consecutive blocks take the same positions of each plane (a batch's group
+    of 4 heads): block b computes tile (b % planes) * per_plane + b / planes. Where a block's 32 rows
+    would straddle two planes (48 positions), the tiles keep their order. Every element is written."""
+    from thunder_padvec import schedule
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    monkeypatch.setattr(schedule.TUNING, "plane_order", True)
+    x = randn(2, 8, seq, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(seq, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.row_dim, seg.rows_per_thread, seg.tile_rows) == (8, 1, 4, 32), str(report)
+    if planes is None:
+        assert "tile_index = block - 0u;" in report.kernel_source
+    else:
+        n, per_plane = planes
+        assert f"tile_index = (b % {n}u) * {per_plane}u + b / {n}u;" in report.kernel_source
+
+
 def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, generator):
     """Llama's halves: the thread that owns columns c and c + 64 of a row needs x at both for either
     output chunk (x * cos plus the rotated half), and loads each once."""

@@ -28,6 +28,8 @@ class Tuning:
     register_rows: bool = True  # staged rows whose chunks read only their own columns: held in registers
     load_hints: bool = False  # inputs read once are loaded streaming (ld.global.cs), broadcast ones cached
     store_hints: bool = False  # outputs are stored streaming (st.global.cs)
+    keep_hints: bool = False  # inputs read again (broadcast ones) are loaded with an L2 evict_last policy
+    plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
 
 
 TUNING = Tuning()
@@ -51,6 +53,8 @@ class LaunchParams:
     warp_tiles: bool = True  # see Tuning
     load_hints: bool = False  # see Tuning
     store_hints: bool = False  # see Tuning
+    keep_hints: bool = False  # see Tuning
+    plane_order: bool = False  # see Tuning
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
@@ -85,4 +89,5 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
-                        TUNING.load_hints, TUNING.store_hints)
+                        TUNING.load_hints, TUNING.store_hints, TUNING.keep_hints,
+                        TUNING.plane_order)

@@ -1,21 +1,33 @@
 """Runs padvec's RoPE kernel of the named configurations twice each, for ncu to measure; with
-``--peer``, torch.compile's kernels of the same call as well (ncu's kernel filter picks them)."""
+``--peer``, torch.compile's kernels of the same call as well (ncu's kernel filter picks them).
+``--dirty``: before each call, write ``timing.L2_FLUSH_BYTES`` (the suite's flush: the L2 full of
+dirty lines; run ncu with ``--cache-control none`` to keep them). ``--set key=value``: a field of
+``schedule.TUNING`` for padvec's kernels (several allowed)."""
 import sys
 
 import thunder_padvec
 import thunder
 import torch
-from thunder_padvec import configs
+from thunder_padvec import configs, schedule, timing
 from thunder_padvec.examples import litgpt_rope, rope_inputs, rope_one_entry
 
-for cfg in [c for c in configs.ALL if c.id in sys.argv[1:]]:
+args = sys.argv[1:]
+for i, arg in enumerate(args):
+    if arg == "--set":
+        key, value = args[i + 1].split("=")
+        setattr(schedule.TUNING, key, type(getattr(schedule.TUNING, key))(int(value)))
+flush = torch.empty(timing.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if "--dirty" in args else None
+
+for cfg in [c for c in configs.ALL if c.id in args]:
     x, cos, sin = rope_inputs(cfg.batch, cfg.n_head, cfg.seq, cfg.head_size, cfg.rope_n_elem, torch.bfloat16, "cuda")
     fn = rope_one_entry if cfg.name == "seed" else litgpt_rope
     runs = [thunder.jit(fn, executors=[thunder_padvec.padvec])]
-    if "--peer" in sys.argv:
+    if "--peer" in args:
         torch._dynamo.reset()
         runs.append(torch.compile(fn, dynamic=False))
     for run in runs:
         for _ in range(2):
+            if flush is not None:
+                flush.zero_()
             run(x, cos, sin, cfg.rope_n_elem)
 torch.cuda.synchronize()

@@ -163,6 +163,32 @@ template <int W, typename T> PADVEC_FN void padvec_load_once(T* dst, const T* sr
 #endif
 }
 
+// The copy from global memory for data that other threads read again (cos and sin, a group's shared
+// keys): the L2 keeps the line in preference to others (an evict_last cache policy). A plain copy
+// on the host and before sm_80.
+template <int W, typename T> PADVEC_FN void padvec_load_keep(T* dst, const T* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int bytes = W * sizeof(T);
+  typedef padvec_chunk<bytes> chunk;
+  chunk c;
+  unsigned long long policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  if constexpr (bytes == 16) {
+    asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(c.v[0]), "=r"(c.v[1]), "=r"(c.v[2]), "=r"(c.v[3]) : "l"(src), "l"(policy));
+  } else if constexpr (bytes == 8) {
+    asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(c.v[0]), "=r"(c.v[1]) : "l"(src), "l"(policy));
+  } else if constexpr (bytes == 4) {
+    asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(c.v) : "l"(src), "l"(policy));
+  } else {
+    c = *reinterpret_cast<const chunk*>(src);
+  }
+  *reinterpret_cast<chunk*>(dst) = c;
+#else
+  padvec_load<W>(dst, src);
+#endif
+}
+
 template <int W, typename T> PADVEC_FN void padvec_store_once(T* dst, const T* src) {
 #if defined(__CUDA_ARCH__)
   constexpr int bytes = W * sizeof(T);

@@ -140,8 +140,11 @@ def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
 
 
 def _load_op(params: LaunchParams, once: bool) -> str:
-    """The copy from global memory: streaming for data read once, where the launch asks for hints."""
-    return "padvec_load_once" if once and params.load_hints else "padvec_load"
+    """The copy from global memory: streaming for data read once, kept in the L2 for data read again,
+    where the launch asks for hints."""
+    if once:
+        return "padvec_load_once" if params.load_hints else "padvec_load"
+    return "padvec_load_keep" if params.keep_hints else "padvec_load"
 
 
 def _store_op(params: LaunchParams) -> str:
@@ -512,6 +515,20 @@ def _args_struct(kernel: ir.Kernel) -> list[str]:
     return [*lines, "};", ""]
 
 
+def _planes(seg: SegmentPlan, launch) -> tuple[int, int] | None:
+    """Tiled rows taken several per thread along ``row_dim``: ``(planes, blocks per plane)``, where a
+    plane is one coordinate of the dims up to ``row_dim`` (a group of heads) and each block's rows lie in
+    one plane; None where they don't."""
+    if seg.rows_per_thread == 1:
+        return None
+    shape = list(seg.segment.shape[:-1])
+    shape[seg.row_dim] //= seg.rows_per_thread
+    inner = math.prod(shape[seg.row_dim + 1:])
+    if inner % seg.tile_rows or launch.groups % inner or launch.groups == inner:
+        return None
+    return launch.groups // inner, inner // seg.tile_rows
+
+
 def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     lines = [
         "PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char* smem) {",
@@ -523,8 +540,15 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         if seg.tiled:
             threads, tile = seg.threads_per_row, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
+            planes = _planes(seg, launch) if params.plane_order else None
+            if planes is None:
+                lines.append(f"    const unsigned int tile_index = block - {launch.first_block}u;")
+            else:  # consecutive blocks take the same rows of each plane (they share cos and sin)
+                n, per_plane = planes
+                lines += [f"    const unsigned int b = block - {launch.first_block}u;",
+                          f"    const unsigned int tile_index = (b % {n}u) * {per_plane}u + b / {n}u;"]
             lines += [
-                f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {tile} + threadIdx.x / {threads};",
+                f"    const {IDX} group = ({IDX})tile_index * {tile} + threadIdx.x / {threads};",
                 f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
                 f"    if (phase == 1 && group < {launch.groups}{busy}) padvec_segment{i}<0>(args, group, smem, 0, col);",
             ]

@@ -1,5 +1,6 @@
 """Layout ops folded into loads: the folding itself, and LitGPT's qkv split fused with its RoPE."""
 
+import importlib
 import itertools
 
 import pytest
@@ -101,7 +102,11 @@ def test_qkv_split_rope_is_one_kernel_reading_qkv(emulated, generator, case, dty
 
 @pytest.mark.parametrize("case", QKV_CASES[3:], ids=lambda c: "nh{}-g{}-hs{}".format(*c[:3]))
 def test_qkv_views_in_tiled_rows_with_several_heads_per_thread(emulated, generator, monkeypatch, case):
+    """The views' addresses at several heads per thread (taken wherever the launch allows: the
+    sharing rule lifted)."""
+    plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    monkeypatch.setattr(plan_module, "ROW_SHARING", 1.0)
     nh, groups, hs, n = case
     qkv = randn(1, 4, (nh + 2 * groups) * hs, dtype=torch.bfloat16, generator=generator)
     cos, sin = randn(4, n, dtype=torch.bfloat16, generator=generator), randn(4, n, dtype=torch.bfloat16, generator=generator)

@@ -20,7 +20,11 @@ halves) are staged.
 
 Rows per thread. In tiled mode a thread also takes ``rows_per_thread`` rows that differ only along
 ``row_dim``, a dim that an input is broadcast along (a RoPE's heads, for cos and sin): the loads of
-that input serve all of the thread's rows. Only as many as keep at least ``MIN_THREADS`` threads.
+that input serve all of the thread's rows. Only as many as keep at least ``MIN_THREADS`` threads,
+and only where they cut a row's share of the loads held in registers (``hoisted_bytes``) to at most
+``ROW_SHARING`` of a single row's: LitGPT's RoPE (cos and sin are 4 of a row's 6 vectors) takes 4
+heads per thread; the qkv form (q and k: 4 of 8) and phi-2's partial rotary take one, as the registers
+of several rows cost more warps than the shared loads save.
 
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
 threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
@@ -66,6 +70,7 @@ MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
+ROW_SHARING = 0.6  # several rows per thread only where that cuts a row's loads to this fraction, at most
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
 
@@ -308,8 +313,10 @@ def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) 
     return None
 
 
-def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_THREADS) -> tuple[int | None, int]:
-    """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many."""
+def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_THREADS,
+                    layouts: dict | None = None) -> tuple[int | None, int]:
+    """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many.
+    ``layouts``: the inputs' and views' layouts by name (see ``hoisted_bytes``)."""
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
     candidates = []
     for site in seg.segment.sites:
@@ -323,7 +330,48 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_
     while (rows < MAX_ROWS_PER_THREAD and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
            and seg.groups // (2 * rows) * seg.threads_per_row >= min_threads):
         rows *= 2
+    # the rows' registers cost warps: worth it only where the shared loads (cos and sin) are a large
+    # part of a row's (on the H200, LitGPT's RoPE: a row's 6 vectors fall to 3 with 4 rows, 3% faster
+    # than 1 row; the qkv form's 8 only to 5, and 1 row per thread is 4-6% faster)
+    layouts = layouts or {}
+    if rows > 1 and hoisted_bytes(kernel, seg, dim, rows, layouts) > ROW_SHARING * rows * hoisted_bytes(
+            kernel, seg, dim, 1, layouts):
+        rows = 1
     return (dim, rows) if rows > 1 else (None, 1)
+
+
+def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict) -> int:
+    """The bytes a tiled thread loads into registers in front of its steps when it takes ``rows``
+    rows along ``row_dim``: one vector per distinct input element a step reads (a row's aligned and
+    shifted reads of the same columns share theirs), per row where the address depends on the row."""
+    loads = {}
+    for site in seg.segment.sites:
+        node = kernel.node(site.node)
+        if not isinstance(node, ir.LOADS) or not site.index_map:
+            continue
+        (ref, offset), (lo, hi) = site.index_map[-1], site.box[-1]
+        width = seg.widths[site.id]
+        copies = rows if _varies_along(node, site, row_dim, rows, layouts.get(site.node)) else 1
+        for first, _ in seg.steps:
+            for lane in range(first * seg.chunk, (first + 1) * seg.chunk, width):
+                if lo <= lane < hi:
+                    key = (site.node, site.index_map[:-1], lane + offset if ref is not None else 0, width)
+                    loads[key] = width * node.type.dtype.itemsize * copies
+    return sum(loads.values())
+
+
+def _varies_along(node: ir.Node, site: Site, dim: int, rows: int, layout: Layout | None) -> bool:
+    """Whether a load's address differs between a thread's rows along ``dim``: it does unless the
+    input is broadcast along it (stride 0) over a multiple of ``rows`` (a query group's shared key)."""
+    for d, (ref, offset) in enumerate(site.index_map):
+        if ref != dim:
+            continue
+        if layout is None:
+            return True
+        parts = layout.components[d] if layout.components else ((node.type.shape[d], layout.strides[d]),)
+        if not (offset == 0 and parts and parts[-1][1] == 0 and parts[-1][0] % rows == 0):
+            return True
+    return False
 
 
 def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int, tuple | None]:
@@ -524,7 +572,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
-            row_dim, rows = rows_per_thread(kernel, seg, min_threads)
+            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))

@@ -24,13 +24,7 @@ suite() {  # suite <name> <-k expression>
 
 for part in ${@:-tests notebooks fwd bwd host}; do
   case $part in
-    tests)
-      nb_path=  # with the Jupyter stack the notebook test runs too
-      if ls .whl/nb/*.whl > /dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl && nb_path=/tmp/nb-site:
-      fi
-      PYTHONPATH=$nb_path$PYTHONPATH timeout -s INT 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 \
-        | tee $OUT/gpu_tests.log | tail -6 ;;
+    tests) timeout -s INT 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     fwd) suite fwd_rope "not qkv and not bwd and not test_host"; suite fwd_qkv "qkv and not bwd" ;;
     bwd) suite bwd_rope "not qkv and bwd and not test_host"; suite bwd_qkv "qkv and bwd" ;;
     seed) suite seed "seed" ;;

@@ -29,9 +29,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .. import ir
-from ..schedule import LaunchParams
+from ..schedule import LaunchParams, SegmentLaunch
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
-from ..vectorize.plan import WARP
+from ..vectorize.plan import WARP, shared_by_rows
 from . import scalar
 
 IDX = "padvec_idx"
@@ -134,8 +134,7 @@ def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
     used = {ref for ref, _ in site.index_map if ref is not None}
     if any(n > 1 and d not in used for d, n in enumerate(r.shape)):
         return False
-    layout = r.plan.layout_of(node)
-    parts = layout.components or tuple(((e, s),) for e, s in zip(node.type.shape, layout.strides))
+    parts = r.plan.layout_of(node).parts(node.type.shape)
     return all(stride != 0 for dim in parts for extent, stride in dim if extent > 1)
 
 
@@ -160,7 +159,7 @@ def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = N
     """The address of a site's lane of an input or of a view (its dims' components, see vectorize.views)."""
     layout = r.plan.layout_of(node)
     source = r.plan.kernel.node(node.operand) if isinstance(node, ir.View) else node
-    components = layout.components or tuple(((e, s),) for e, s in zip(node.type.shape, layout.strides))
+    components = layout.parts(node.type.shape)
     terms = [str(layout.offset)] if layout.offset else []
     for dim, parts in enumerate(components):
         coord = r.node_coord(site, dim, lane=lane)
@@ -185,9 +184,7 @@ def _row_invariant(r: _Segment, site: Site, dim: int, parts) -> bool:
     rows: its innermost component is broadcast (stride 0) over a multiple of ``rows_per_thread``
     (the heads of grouped-query attention that share a key), so the rows share their loads."""
     ref, offset = site.index_map[dim]
-    rows = r.seg.rows_per_thread
-    return (r.row is not None and ref == r.seg.row_dim and offset == 0 and bool(parts)
-            and parts[-1][1] == 0 and parts[-1][0] % rows == 0)
+    return r.row is not None and ref == r.seg.row_dim and shared_by_rows(offset, parts, r.seg.rows_per_thread)
 
 
 def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:
@@ -515,7 +512,7 @@ def _args_struct(kernel: ir.Kernel) -> list[str]:
     return [*lines, "};", ""]
 
 
-def _planes(seg: SegmentPlan, launch) -> tuple[int, int] | None:
+def _planes(seg: SegmentPlan, launch: SegmentLaunch) -> tuple[int, int] | None:
     """Tiled rows taken several per thread along ``row_dim``: ``(planes, blocks per plane)``, where a
     plane is one coordinate of the dims up to ``row_dim`` (a group of heads) and each block's rows lie in
     one plane; None where they don't."""

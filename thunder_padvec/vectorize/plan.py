@@ -84,6 +84,17 @@ class Layout:
     components: tuple | None = None  # a view's dims as mixed-radix components (see .views)
     offset: int = 0  # a view's first element, from its input's data pointer
 
+    def parts(self, shape: tuple[int, ...]) -> tuple:
+        """Each dim's ``(extent, stride)`` components, outermost first: a view's own, else one per dim."""
+        return self.components or tuple(((e, s),) for e, s in zip(shape, self.strides))
+
+
+def shared_by_rows(offset: int, parts: tuple, rows: int) -> bool:
+    """Whether a dim that a thread's ``rows`` rows step along, read at ``offset``, addresses one element
+    for all of them: its innermost component is broadcast (stride 0) over a multiple of ``rows`` (the
+    heads of a query group sharing their key), so the rows share the load."""
+    return offset == 0 and bool(parts) and parts[-1][1] == 0 and parts[-1][0] % rows == 0
+
 
 @dataclass(frozen=True)
 class Staging:
@@ -313,8 +324,8 @@ def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4) 
     return None
 
 
-def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_THREADS,
-                    layouts: dict | None = None) -> tuple[int | None, int]:
+def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
+                    layouts: dict[str, Layout]) -> tuple[int | None, int]:
     """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many.
     ``layouts``: the inputs' and views' layouts by name (see ``hoisted_bytes``)."""
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
@@ -333,14 +344,13 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int = MIN_
     # the rows' registers cost warps: worth it only where the shared loads (cos and sin) are a large
     # part of a row's (on the H200, LitGPT's RoPE: a row's 6 vectors fall to 3 with 4 rows, 3% faster
     # than 1 row; the qkv form's 8 only to 5, and 1 row per thread is 4-6% faster)
-    layouts = layouts or {}
     if rows > 1 and hoisted_bytes(kernel, seg, dim, rows, layouts) > ROW_SHARING * rows * hoisted_bytes(
             kernel, seg, dim, 1, layouts):
         rows = 1
     return (dim, rows) if rows > 1 else (None, 1)
 
 
-def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict) -> int:
+def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict[str, Layout]) -> int:
     """The bytes a tiled thread loads into registers in front of its steps when it takes ``rows``
     rows along ``row_dim``: one vector per distinct input element a step reads (a row's aligned and
     shifted reads of the same columns share theirs), per row where the address depends on the row."""
@@ -351,7 +361,7 @@ def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, 
             continue
         (ref, offset), (lo, hi) = site.index_map[-1], site.box[-1]
         width = seg.widths[site.id]
-        copies = rows if _varies_along(node, site, row_dim, rows, layouts.get(site.node)) else 1
+        copies = rows if _varies_along(node, site, row_dim, rows, layouts[site.node]) else 1
         for first, _ in seg.steps:
             for lane in range(first * seg.chunk, (first + 1) * seg.chunk, width):
                 if lo <= lane < hi:
@@ -360,18 +370,12 @@ def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, 
     return sum(loads.values())
 
 
-def _varies_along(node: ir.Node, site: Site, dim: int, rows: int, layout: Layout | None) -> bool:
+def _varies_along(node: ir.Node, site: Site, dim: int, rows: int, layout: Layout) -> bool:
     """Whether a load's address differs between a thread's rows along ``dim``: it does unless the
     input is broadcast along it (stride 0) over a multiple of ``rows`` (a query group's shared key)."""
-    for d, (ref, offset) in enumerate(site.index_map):
-        if ref != dim:
-            continue
-        if layout is None:
-            return True
-        parts = layout.components[d] if layout.components else ((node.type.shape[d], layout.strides[d]),)
-        if not (offset == 0 and parts and parts[-1][1] == 0 and parts[-1][0] % rows == 0):
-            return True
-    return False
+    parts = layout.parts(node.type.shape)
+    return any(ref == dim and not shared_by_rows(offset, parts[d], rows)
+               for d, (ref, offset) in enumerate(site.index_map))
 
 
 def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int) -> tuple[int, int, tuple | None]:

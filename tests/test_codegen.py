@@ -154,16 +154,22 @@ def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch)
     assert "this is not C++" in err.numbered_source
 
 
-@pytest.mark.parametrize("example", ["litgpt", "qkv"])
+@pytest.mark.parametrize("example", ["litgpt", "qkv", "qkv-large"])
 def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, example):
     """With the hint knobs on, inputs read once (x, q) are loaded streaming and outputs stored
     streaming; cos and sin, and grouped-query keys that a group's heads share, are loaded with an L2
-    evict_last policy. The numbers don't change, and the kernel compiles with NVRTC."""
+    evict_last policy (the default), but only inputs up to ``KEEP_MAX_BYTES``: with the limit below
+    the size of qkv ("qkv-large"), its shared keys are loaded plainly. The numbers don't change, and
+    the kernel compiles with NVRTC."""
     from thunder_padvec.examples import litgpt_rope, qkv_split_rope
 
+    render = importlib.import_module("thunder_padvec.codegen.render")  # the module, not codegen.render
+
+    assert schedule.TUNING.keep_hints and not schedule.TUNING.load_hints and not schedule.TUNING.store_hints
     monkeypatch.setattr(schedule.TUNING, "load_hints", True)
     monkeypatch.setattr(schedule.TUNING, "store_hints", True)
-    monkeypatch.setattr(schedule.TUNING, "keep_hints", True)
+    if example == "qkv-large":  # qkv: 3072 bytes; cos and sin: 192 each
+        monkeypatch.setattr(render, "KEEP_MAX_BYTES", 1024)
     if example == "litgpt":
         fn, args = litgpt_rope, (randn(2, 4, 6, 64, dtype=torch.bfloat16, generator=generator),
                                  *(randn(6, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 64)
@@ -180,9 +186,10 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
     hoisted = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
     once = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_once" in line}
     kept = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_keep" in line}
-    assert not any("padvec_load<" in line for line in hoisted), source
+    plain = {line.split("args.in")[1][0] for line in hoisted if "padvec_load<" in line}
     # x is input 0, cos and sin 1 and 2; in the qkv form input 0 holds q (read once) and k and v (shared)
-    assert (once, kept) == ({"0"}, {"1", "2"} if example == "litgpt" else {"0", "1", "2"}), source
+    assert once == {"0"} and plain == ({"0"} if example == "qkv-large" else set()), source
+    assert kept == ({"0", "1", "2"} if example == "qkv" else {"1", "2"}), source
     global_stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert global_stores and all("padvec_store_once<" in line for line in global_stores), source
     assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"

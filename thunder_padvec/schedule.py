@@ -28,7 +28,7 @@ class Tuning:
     register_rows: bool = True  # staged rows whose chunks read only their own columns: held in registers
     load_hints: bool = False  # inputs read once are loaded streaming (ld.global.cs), broadcast ones cached
     store_hints: bool = False  # outputs are stored streaming (st.global.cs)
-    keep_hints: bool = False  # inputs read again (broadcast ones) are loaded with an L2 evict_last policy
+    keep_hints: bool = True  # small inputs read again (cos, sin) are loaded with an L2 evict_last policy
     plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
 
 
@@ -53,7 +53,7 @@ class LaunchParams:
     warp_tiles: bool = True  # see Tuning
     load_hints: bool = False  # see Tuning
     store_hints: bool = False  # see Tuning
-    keep_hints: bool = False  # see Tuning
+    keep_hints: bool = True  # see Tuning
     plane_order: bool = False  # see Tuning
 
     def __str__(self) -> str:

@@ -1,4 +1,11 @@
-"""GPU timing: CUDA events around each repeat, the L2 flushed between repeats, the median kept."""
+"""GPU timing: CUDA events around each repeat, the L2 flushed between repeats, the median kept.
+
+The flush writes ``L2_FLUSH_BYTES``. Writes alone do not evict lines that a kernel loaded with an
+evict_last cache policy (torch.compile's Triton kernels load broadcast inputs and re-read halves that
+way): those stay in the L2 from one repeat to the next, and into the next executor timed on the same
+tensors. So the flush first returns them to normal priority (``cuCtxResetPersistingL2Cache``); the GPU
+is idle then (each repeat ends in a synchronize), and the write evicts them.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +19,13 @@ L2_FLUSH_BYTES = 256 << 20  # several times the L2 of current GPUs
 
 def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5,
               flush: bool | Callable[[], object] = True) -> float:
-    """Median milliseconds of ``fn()`` on the current stream. ``flush``: before each repeat, write
-    ``L2_FLUSH_BYTES`` (True), nothing (False), or call the given flush."""
+    """Median milliseconds of ``fn()`` on the current stream. ``flush``: before each repeat, flush the
+    L2 (True, see :func:`l2_flush`), nothing (False), or call the given flush."""
     if flush is True:
-        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda").zero_
+        flush = l2_flush()
     for _ in range(warmup):
         fn()
+    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         if flush:
@@ -29,6 +37,20 @@ def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5,
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def l2_flush() -> Callable[[], object]:
+    """The flush: lines kept by evict_last policies made normal, then ``L2_FLUSH_BYTES`` written."""
+    from .runtime.launch import reset_persisting_l2
+
+    buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    device = buffer.device.index
+
+    def flush():
+        reset_persisting_l2(device)
+        buffer.zero_()
+
+    return flush
 
 
 def graph_median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 3) -> float:

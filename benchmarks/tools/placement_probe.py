@@ -4,8 +4,9 @@
 
 Builds padvec and torch.compile once per case. For each shift (MiB), a filler of that size is allocated
 (and kept) before CUDA graphs of both are captured afresh, so the graphs' outputs land elsewhere; each
-graph is then timed twice, the L2 flushed before every replay by writing 256 MiB (the suite's way: the
-kernel starts with the flush's dirty lines in the L2) and by reading 256 MiB (a clean L2). The copy
+graph is then timed twice, the L2 flushed before every replay by the suite's flush (``timing.l2_flush``:
+the kernel starts with the flush's dirty lines in the L2) and by reading 256 MiB after the same reset of
+lines kept by evict_last policies (a clean L2). The copy
 roofline is timed both ways as well. Prints one row per shift and executor.
 """
 
@@ -16,7 +17,8 @@ import thunder_padvec  # noqa: F401
 import torch
 
 from thunder_padvec.bench.cases import build, cases, executor, with_backward
-from thunder_padvec.timing import L2_FLUSH_BYTES, median_ms
+from thunder_padvec.runtime.launch import reset_persisting_l2
+from thunder_padvec.timing import L2_FLUSH_BYTES, l2_flush, median_ms
 
 
 def _graph(fn):
@@ -37,7 +39,8 @@ def main() -> None:
     args = parser.parse_args()
     scratch = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     scratch.fill_(1)
-    flushes = {"dirty": scratch.zero_, "clean": lambda: scratch.sum(dtype=torch.int32)}
+    flushes = {"dirty": l2_flush(),
+               "clean": lambda: (reset_persisting_l2(scratch.device.index), scratch.sum(dtype=torch.int32))}
     by_id = {c.id: c for c in cases()}
     for case_id in args.case:
         case = by_id[case_id]

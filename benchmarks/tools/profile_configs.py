@@ -1,6 +1,6 @@
 """Runs padvec's RoPE kernel of the named configurations twice each, for ncu to measure; with
 ``--peer``, torch.compile's kernels of the same call as well (ncu's kernel filter picks them).
-``--dirty``: before each call, write ``timing.L2_FLUSH_BYTES`` (the suite's flush: the L2 full of
+``--dirty``: before each call, the suite's flush (``timing.l2_flush``: the L2 full of
 dirty lines; run ncu with ``--cache-control none`` to keep them). ``--set key=value``: a field of
 ``schedule.TUNING`` for padvec's kernels (several allowed)."""
 import sys
@@ -16,7 +16,7 @@ for i, arg in enumerate(args):
     if arg == "--set":
         key, value = args[i + 1].split("=")
         setattr(schedule.TUNING, key, type(getattr(schedule.TUNING, key))(int(value)))
-flush = torch.empty(timing.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda") if "--dirty" in args else None
+flush = timing.l2_flush() if "--dirty" in args else None
 
 for cfg in [c for c in configs.ALL if c.id in args]:
     x, cos, sin = rope_inputs(cfg.batch, cfg.n_head, cfg.seq, cfg.head_size, cfg.rope_n_elem, torch.bfloat16, "cuda")
@@ -28,6 +28,7 @@ for cfg in [c for c in configs.ALL if c.id in args]:
     for run in runs:
         for _ in range(2):
             if flush is not None:
-                flush.zero_()
+                torch.cuda.synchronize()  # the flush's reset of kept lines acts at once
+                flush()
             run(x, cos, sin, cfg.rope_n_elem)
 torch.cuda.synchronize()

@@ -138,12 +138,18 @@ def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
     return all(stride != 0 for dim in parts for extent, stride in dim if extent > 1)
 
 
-def _load_op(params: LaunchParams, once: bool) -> str:
+KEEP_MAX_BYTES = 8 << 20  # inputs read again are kept in the L2 only up to this size (cos and sin)
+
+
+def _load_op(params: LaunchParams, once: bool, node: ir.Node) -> str:
     """The copy from global memory: streaming for data read once, kept in the L2 for data read again,
-    where the launch asks for hints."""
+    where the launch asks for hints. Only small inputs are kept (``KEEP_MAX_BYTES``): lines kept by
+    an evict_last policy outlive the kernel, and tens of megabytes of them (a grouped-query qkv's
+    keys and values) would shrink the L2 of the kernels after it."""
     if once:
         return "padvec_load_once" if params.load_hints else "padvec_load"
-    return "padvec_load_keep" if params.keep_hints else "padvec_load"
+    small = node.type.numel * node.type.dtype.itemsize <= KEEP_MAX_BYTES
+    return "padvec_load_keep" if params.keep_hints and small else "padvec_load"
 
 
 def _store_op(params: LaunchParams) -> str:
@@ -204,7 +210,7 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
         key = (address, guard, width)
         if key not in r.loads:
             reg = r.loads[key] = f"g{len(r.loads)}"
-            load = f"{_load_op(r.params, _read_once(r, site, node))}<{width}>({reg}, {address});"
+            load = f"{_load_op(r.params, _read_once(r, site, node), node)}<{width}>({reg}, {address});"
             r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
                           load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
         lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")
@@ -224,7 +230,7 @@ def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str
         address = _global_address(r, site, node)
         box = site.box
     guard = r.box_guard(box)
-    op = "padvec_load" if staging is not None else _load_op(r.params, _read_once(r, site, node))
+    op = "padvec_load" if staging is not None else _load_op(r.params, _read_once(r, site, node), node)
     load = f"{op}<{width}>(&s{site.id}[j], {address});"
     body = load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>(&s{site.id}[j]);"
     return [_declare(r, site), *_loop(r.seg.chunk, width, [body])]
@@ -454,7 +460,7 @@ def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block:
             for j in range(0, seg.chunk, width):
                 memory = f"{tensor} + ({s.base} + ({group}) * {s.row_stride} + column_group * {seg.chunk} + {j})"
                 access = (f"{_store_op(params)}<{width}>({memory}, {row} + {j});" if s.output
-                          else f"{_load_op(params, s.row_stride != 0)}<{width}>({row} + {j}, {memory});")
+                          else f"{_load_op(params, s.row_stride != 0, kernel.node(s.tensor))}<{width}>({row} + {j}, {memory});")
                 (stores if s.output else loads).append(f"if ({group} < {groups}) {access}")
         cases = [f"  case {g}: padvec_segment{index}<{g}>(args, {group}, {regs}, 0, 0); break;" for g in range(k)]
         runs += [f"if ({group} < {groups}) {{", "  switch (column_group) {", *("  " + c for c in cases), "  }", "}"]
@@ -483,7 +489,7 @@ def _render_staging(index: int, seg: SegmentPlan, kernel: ir.Kernel, output: boo
         tmp = f"t{s.index}{'o' if output else 'i'}"
         position = [f"const int q = {thread} + {threads} * k;",
                     f"const int row = {first}q / {per_row}, vec = q % {per_row};"]
-        load = "padvec_load" if output else _load_op(params, s.row_stride != 0)
+        load = "padvec_load" if output else _load_op(params, s.row_stride != 0, kernel.node(s.tensor))
         store = _store_op(params) if output else "padvec_store"
         body += [
             f"alignas(16) {ctype} {tmp}[{steps}][{s.width}];",

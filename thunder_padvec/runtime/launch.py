@@ -46,6 +46,14 @@ def make_current(device: int) -> None:
     _current.device = device
 
 
+def reset_persisting_l2(device: int) -> None:
+    """Returns the L2 lines that evict_last cache policies keep (``createpolicy``, Triton's
+    ``eviction_policy='evict_last'``, access policy windows) to normal priority, so that the next
+    writes can evict them. Acts at once, not in stream order."""
+    make_current(device)
+    _check(_driver().cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache")
+
+
 class ArgPack:
     """The kernel's one argument, a struct of ``n`` pointers, in a buffer reused by every call."""
 

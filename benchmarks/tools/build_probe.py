@@ -83,9 +83,9 @@ extern "C" __global__ void padvec_kernel(Args a) {
 
 
 def _flushes(scratch: torch.Tensor) -> dict:
-    """The L2 flushes compared: ``write`` (the suite's), ``reset`` (lines kept by evict_last policies
-    made normal again, cuCtxResetPersistingL2Cache, then the write), ``last`` (the scratch written
-    with an evict_last policy, then the write)."""
+    """The L2 flushes compared: ``write`` (256 MiB written), ``reset`` (lines kept by evict_last
+    policies made normal again, then the write: the suite's, ``timing.l2_flush``), ``last`` (the
+    scratch written with an evict_last policy, then the write)."""
     from thunder_padvec.runtime import nvrtc
 
     major, minor = torch.cuda.get_device_capability()
@@ -94,8 +94,7 @@ def _flushes(scratch: torch.Tensor) -> dict:
     pack.values[:] = [scratch.data_ptr(), scratch.numel() // 16]
 
     def reset():
-        launch.make_current(0)
-        launch._check(launch._driver().cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache")
+        launch.reset_persisting_l2(scratch.device.index)
         scratch.zero_()
 
     def last():
@@ -113,11 +112,12 @@ def _steps(steps: list[str], runs: dict, fn, inputs, copy: float, flush) -> None
         note = ""
         if step in ("padvec", "padvec keep", "torch.compile", "thunder"):
             run = runs["padvec once" if step == "padvec" else step]
+            default = schedule.TUNING.keep_hints
             schedule.TUNING.keep_hints = step == "padvec keep"  # read when the first call specializes
             try:
                 graph, out = _graph(run, clones)
             finally:
-                schedule.TUNING.keep_hints = False
+                schedule.TUNING.keep_hints = default
             times = [median_ms(graph.replay, flush=flush) for _ in range(2)]
             note = " ".join(f"{t * 1000:6.1f}" for t in times) + f" us ({copy / min(times):6.1%})"
             del graph, out
@@ -143,9 +143,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--case", nargs="+", required=True)
     parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--steps", nargs="+", help="instead of trials, a sequence of: padvec, padvec keep "
-                        "(with TUNING.keep_hints), torch.compile, thunder (each timed), compile-eager (one call, untimed), clone (new inputs), read (a sum of each "
-                        "input), sleep (1 s), alloc (64 MiB kept)")
+    parser.add_argument("--steps", nargs="+", help=(
+        "instead of trials, a sequence of: padvec (plain loads), padvec keep (TUNING.keep_hints), torch.compile, "
+        "thunder (each timed), compile-eager (one call, untimed), clone (new inputs), read (a sum of each input), "
+        "sleep (1 s), alloc (64 MiB kept)"))
     parser.add_argument("--flushes", nargs="+", default=["write"], help="with --steps: write, reset, last")
     args = parser.parse_args()
     scratch = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")

@@ -140,6 +140,21 @@ def test_staging_barriers_and_launch_bounds_knobs(emulated, generator, monkeypat
     assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("registers, block, blocks, want", [
+    (86, 256, 2, 3),  # grouped-query qkv backward: 80 registers give 3 blocks of 256
+    (84, 256, 2, 3),
+    (80, 256, 3, 0),  # already there; 4 blocks would need 64
+    (104, 256, 2, 0),  # 24 over
+    (45, 256, 5, 6),  # 40 give 6 (where shared memory does not hold it back)
+    (73, 256, 3, 0),
+    (30, 256, 8, 0),  # 2048 threads: no room for a ninth block
+    (76, 128, 6, 7),  # 7 blocks of 128: 72 registers
+    (60, 128, 7, 0),  # below 64 already: something other than registers limits it
+])
+def test_fit_blocks_asks_for_one_more_block_only_a_few_registers_away(registers, block, blocks, want):
+    assert schedule.fit_blocks(registers, block, blocks) == want
+
+
 def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch):
     monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
     source = codegen.device_source("extern \"C\" __global__ void padvec_kernel() { this is not C++; }\n")

@@ -63,7 +63,7 @@ def _check_gradients(case, device, dtype, generator):
         # the whole backward in one kernel (the sums over each group's heads too), a segment per q, k, v piece
         (backward,) = [r for r in reports if r.trace == "backward"]
         assert [seg.segment.shape[2] for seg in backward.plan.segments] == [kwargs["n_head"] // kwargs["n_query_groups"], 1, 1]
-    return grad, eager_grad
+    return grad, eager_grad, jitted
 
 
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
@@ -75,8 +75,32 @@ def test_rope_gradients(emulated, generator, case, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
 def test_rope_gradients_on_the_gpu(generator, case):
-    grad, eager_grad = _check_gradients(case, "cuda", torch.bfloat16, generator)
+    grad, eager_grad, _ = _check_gradients(case, "cuda", torch.bfloat16, generator)
     assert torch.equal(grad, eager_grad)
+
+
+@pytest.mark.gpu
+def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to_fit(generator, monkeypatch):
+    """Mistral-7B's grouped-query qkv backward takes 86 registers, 2 blocks of 256 per SM; 80 give 3.
+    padvec builds it again with ``__launch_bounds__(256, 3)`` (no spill): the same gradients as the
+    first build and as eager. The forward (104 registers, 24 over) keeps its build."""
+    from thunder_padvec import schedule
+
+    case = ("mistral-qkv", qkv_split_rope, (1, 4096, (32 + 2 * 8) * 128), 128,
+            dict(n_head=32, n_query_groups=8, head_size=128))
+    seed = generator.initial_seed()
+    builds = {}
+    for fit in (False, True):
+        monkeypatch.setattr(schedule.TUNING, "fit_registers", fit)
+        grad, eager_grad, jitted = _check_gradients(case, "cuda", torch.bfloat16, torch.Generator().manual_seed(seed))
+        assert torch.equal(grad, eager_grad)
+        builds[fit] = grad, {r.trace: r for r in explain(jitted)}
+    (plain, plain_reports), (fitted, fitted_reports) = builds[False], builds[True]
+    assert torch.equal(plain, fitted)
+    assert [r.launch.min_blocks for r in plain_reports.values()] == [0, 0]
+    assert fitted_reports["forward"].launch.min_blocks == 0
+    assert fitted_reports["backward"].launch.min_blocks == 3, str(fitted_reports["backward"])
+    assert "__launch_bounds__(256, 3)" in fitted_reports["backward"].source
 
 
 class AttentionBlock(torch.nn.Module):

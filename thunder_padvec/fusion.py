@@ -13,7 +13,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +22,7 @@ from . import codegen, ir, knobs, vectorize
 from .errors import LaunchError, PadvecError
 from .runtime import cache
 from .runtime.launch import ArgPack
-from .schedule import TUNING, LaunchParams, schedule
+from .schedule import TUNING, LaunchParams, fit_blocks, schedule
 
 log = logging.getLogger("thunder_padvec")
 
@@ -72,6 +72,27 @@ def _host_target() -> cache.Target:
 
     identity = f"{host.compiler_version(knobs.host_cxx())} {' '.join(host.FLAGS)}"
     return cache.Target("host", identity, host.compile_shared_object, ".cpp")
+
+
+def _fit_registers(plan: vectorize.VectorPlan, params: LaunchParams, module, device: int):
+    """``(params, source, path, module)`` of the kernel built again with ``__launch_bounds__`` asking
+    for one more block per SM, where a few registers stand in the way (``schedule.fit_blocks``) and the
+    new build gets there without spilling; None otherwise."""
+    from .runtime.launch import CudaModule
+
+    registers, local, blocks = module.resources(params.block)
+    want = fit_blocks(registers, params.block, blocks)
+    if not want:
+        return None
+    fitted = replace(params, min_blocks=want)
+    source = codegen.device_source(codegen.render(plan, fitted))
+    binary, path = cache.binary(source, _cuda_target(device))
+    candidate = CudaModule(binary, device)
+    _, fitted_local, fitted_blocks = candidate.resources(params.block)
+    if fitted_blocks <= blocks or fitted_local > local:
+        log.debug("%s: %d registers, %d blocks per SM; no better with __launch_bounds__", path, registers, blocks)
+        return None
+    return fitted, source, path, candidate
 
 
 @dataclass
@@ -237,4 +258,12 @@ class PadvecFusion:
             module = load()
         except LaunchError as err:
             raise LaunchError(f"{err}; source dumped to {path}") from err
+        if device.type == "cuda" and TUNING.fit_registers and not params.min_blocks:
+            try:
+                fitted = _fit_registers(plan, params, module, device.index)
+            except PadvecError as err:  # the first build stands
+                log.debug("%s: no build with __launch_bounds__: %s", self.name, err)
+                fitted = None
+            if fitted is not None:
+                params, source, path, module = fitted
         return Specialization(plan, params, source, path, device, module, pack)

@@ -14,6 +14,8 @@ from .vectorize import VectorPlan
 from .vectorize.plan import MIN_THREADS, STAGED_WARPS, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
+REGISTER_SLACK = 8  # registers per thread a kernel may give up, at most, for one more block per SM
+REGISTER_UNIT = 256  # registers are allocated to a warp in units of this many
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Tuning:
     store_hints: bool = False  # outputs are stored streaming (st.global.cs)
     keep_hints: bool = True  # small inputs read again (cos, sin) are loaded with an L2 evict_last policy
     plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
+    fit_registers: bool = True  # a kernel a few registers over one more block per SM is built again to fit
 
 
 TUNING = Tuning()
@@ -59,7 +62,22 @@ class LaunchParams:
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
         smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
-        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem} ({parts})"
+        bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
+        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds} ({parts})"
+
+
+def fit_blocks(registers: int, block: int, blocks_per_sm: int, registers_per_sm: int = 65536,
+               threads_per_sm: int = 2048) -> int:
+    """Blocks per SM worth asking ``__launch_bounds__`` for: one more than a kernel of ``registers``
+    registers per thread gets (``blocks_per_sm``), where that needs at most ``REGISTER_SLACK`` fewer
+    registers; 0 otherwise. (On the H200, keep hints took the grouped-query qkv backward from 80
+    registers, 3 blocks of 256 per SM, to 84 and 2 blocks: 4% slower.)"""
+    want = blocks_per_sm + 1
+    if blocks_per_sm < 1 or want * block > threads_per_sm:
+        return 0
+    warps = want * -(-block // 32)
+    budget = registers_per_sm // warps // REGISTER_UNIT * REGISTER_UNIT // 32
+    return want if 0 < registers - budget <= REGISTER_SLACK else 0
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:

@@ -5,7 +5,7 @@ beside torch.compile and the copy roofline (both timed again after the variants,
         --variants base: rows1:min_threads=4194304 b128:block=128 use50:MIN_THREAD_USE=0.5
 
 A variant is ``name:key=value,...``; a key names a field of ``schedule.TUNING`` or a constant of
-``vectorize.plan`` (restored after the variant). Prints one row per case and executor.
+``vectorize.plan`` or ``codegen.render`` (restored after the variant). Prints one row per case and executor.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from thunder_padvec.bench.measure import check
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 
 plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
+render_module = importlib.import_module("thunder_padvec.codegen.render")
 
 
 def _apply(settings: str) -> list[tuple[object, str, object]]:
@@ -31,7 +32,7 @@ def _apply(settings: str) -> list[tuple[object, str, object]]:
     old = []
     for item in filter(None, settings.split(",")):
         key, value = item.split("=")
-        owner = schedule.TUNING if hasattr(schedule.TUNING, key) else plan_module
+        owner = next(o for o in (schedule.TUNING, plan_module, render_module) if hasattr(o, key))
         before = getattr(owner, key)
         old.append((owner, key, before))
         setattr(owner, key, type(before)(float(value)) if isinstance(before, (int, float)) else value)
@@ -47,14 +48,40 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", nargs="+", required=True)
     parser.add_argument("--variants", nargs="+", default=["base:"])
+    parser.add_argument("--then-copy", type=int, default=0, metavar="MIB",
+                        help="time each executor followed by a copy of MIB MiB of other tensors (the next kernel), "
+                             "in one graph: what an executor's cache policies leave to the kernels after it")
+    parser.add_argument("--then-read", action="store_true",
+                        help="time each executor followed by a clone of its outputs (a consumer), in one graph")
     args = parser.parse_args()
+    then = None
+    if args.then_read:
+        def then(f):
+            def f_then_read(*a):
+                out = f(*a)
+                for o in out if isinstance(out, tuple) else (out,):
+                    o.clone()
+                return out
+            return f_then_read
+    if args.then_copy:
+        src = torch.empty(args.then_copy << 19, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+
+        def then(f):
+            def f_then_copy(*a):
+                out = f(*a)
+                dst.copy_(src)
+                return out
+            return f_then_copy
+
     by_id = {c.id: c for c in cases()}
     for case_id in args.cases:
         case = by_id[case_id]
         fn, inputs, expected, io, cotangents = build(case, torch.Generator().manual_seed(0))
 
         def wrap(f):
-            return f if cotangents is None else with_backward(f, cotangents)
+            f = f if cotangents is None else with_backward(f, cotangents)
+            return f if then is None else then(f)
 
         def row(name, ms):
             print(f"{case_id:40s} {name:22s} {ms * 1000:8.1f} us {gbps(io, ms):6.0f} GB/s {copy / ms:6.1%} of copy")

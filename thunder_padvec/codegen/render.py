@@ -139,6 +139,7 @@ def _read_once(r: _Segment, site: Site, node: ir.Node) -> bool:
 
 
 KEEP_MAX_BYTES = 8 << 20  # inputs read again are kept in the L2 only up to this size (cos and sin)
+KEEP_ONCE = False  # experiment: inputs read once loaded with the evict_last policy too (as Triton's rotated halves)
 
 
 def _load_op(params: LaunchParams, once: bool, node: ir.Node) -> str:
@@ -147,6 +148,8 @@ def _load_op(params: LaunchParams, once: bool, node: ir.Node) -> str:
     an evict_last policy outlive the kernel, and tens of megabytes of them (a grouped-query qkv's
     keys and values) would shrink the L2 of the kernels after it."""
     if once:
+        if KEEP_ONCE and params.keep_hints:
+            return "padvec_load_keep"
         return "padvec_load_once" if params.load_hints else "padvec_load"
     small = node.type.numel * node.type.dtype.itemsize <= KEEP_MAX_BYTES
     return "padvec_load_keep" if params.keep_hints and small else "padvec_load"

@@ -77,6 +77,18 @@ class CudaModule:
         self._launch = driver.cuLaunchKernel
         self._success = driver.CUresult.CUDA_SUCCESS
 
+    def resources(self, block: int) -> tuple[int, int, int]:
+        """``(registers per thread, local memory bytes per thread, blocks of ``block`` threads per SM)``."""
+        driver = _driver()
+        attribute = driver.CUfunction_attribute
+        registers = _check(driver.cuFuncGetAttribute(attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, self._function),
+                           "cuFuncGetAttribute")
+        local = _check(driver.cuFuncGetAttribute(attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self._function),
+                       "cuFuncGetAttribute")
+        blocks = _check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(self._function, block, 0),
+                        "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return registers, local, blocks
+
     def launch(self, grid: int, block: int, params_address: int, stream: int) -> None:
         # The thread that made the context current last time keeps it, unless something else (a
         # library creating contexts of its own) changed it; then the launch fails and is retried.

@@ -208,3 +208,26 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
     global_stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert global_stores and all("padvec_store_once<" in line for line in global_stores), source
     assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("keep_once", [True, False])
+def test_by_default_inputs_are_loaded_with_the_evict_last_policy(emulated, generator, monkeypatch, keep_once):
+    """Without the streaming knobs, x (read once) is loaded with the L2 evict_last policy like cos
+    and sin (read again), unless ``KEEP_ONCE`` is off; stores stay plain."""
+    from thunder_padvec.examples import litgpt_rope
+
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    assert render.KEEP_ONCE
+    monkeypatch.setattr(render, "KEEP_ONCE", keep_once)
+    args = (randn(2, 4, 6, 64, dtype=torch.bfloat16, generator=generator),
+            *(randn(6, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 64)
+    _, out, trace = jit_and_run(litgpt_rope, *args)
+    assert torch.equal(out, litgpt_rope(*args))
+    ((fusion, _),) = fusions(trace)
+    source = codegen.render(fusion.last.plan, fusion.last.params)
+    loads = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
+    kept = {line.split("args.in")[1][0] for line in loads if "padvec_load_keep" in line}
+    assert kept == ({"0", "1", "2"} if keep_once else {"1", "2"}), source
+    assert not any("padvec_load_once" in line for line in loads)
+    stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
+    assert stores and all("padvec_store<" in line for line in stores), source

@@ -30,7 +30,7 @@ class Tuning:
     register_rows: bool = True  # staged rows whose chunks read only their own columns: held in registers
     load_hints: bool = False  # inputs read once are loaded streaming (ld.global.cs), broadcast ones cached
     store_hints: bool = False  # outputs are stored streaming (st.global.cs)
-    keep_hints: bool = True  # small inputs read again (cos, sin) are loaded with an L2 evict_last policy
+    keep_hints: bool = True  # inputs are loaded with an L2 evict_last policy (see codegen.render._load_op)
     plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
     fit_registers: bool = True  # a kernel a few registers over one more block per SM is built again to fit
 

@@ -163,9 +163,9 @@ template <int W, typename T> PADVEC_FN void padvec_load_once(T* dst, const T* sr
 #endif
 }
 
-// The copy from global memory for data that other threads read again (cos and sin, a group's shared
-// keys): the L2 keeps the line in preference to others (an evict_last cache policy). A plain copy
-// on the host and before sm_80.
+// The copy from global memory with an L2 evict_last cache policy: the L2 keeps the line in
+// preference to others (see codegen.render._load_op for which loads use it). A plain copy on the
+// host and before sm_80.
 template <int W, typename T> PADVEC_FN void padvec_load_keep(T* dst, const T* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int bytes = W * sizeof(T);

@@ -169,6 +169,11 @@ def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch)
     assert "this is not C++" in err.numbered_source
 
 
+def _inputs_loaded_with(source: str, op: str) -> set[str]:
+    """The indices of the inputs (``args.in<i>``) that the source loads with ``op``."""
+    return {line.split("args.in")[1][0] for line in source.splitlines() if op in line and "args.in" in line}
+
+
 @pytest.mark.parametrize("example", ["litgpt", "qkv", "qkv-large"])
 def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, example):
     """With the hint knobs on, inputs read once (x, q) are loaded streaming and outputs stored
@@ -198,10 +203,8 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
         assert torch.equal(got, want)
     ((fusion, _),) = fusions(trace)
     source = codegen.render(fusion.last.plan, fusion.last.params)
-    hoisted = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
-    once = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_once" in line}
-    kept = {line.split("args.in")[1][0] for line in hoisted if "padvec_load_keep" in line}
-    plain = {line.split("args.in")[1][0] for line in hoisted if "padvec_load<" in line}
+    once, kept, plain = (_inputs_loaded_with(source, op) for op in ("padvec_load_once", "padvec_load_keep",
+                                                                     "padvec_load<"))
     # x is input 0, cos and sin 1 and 2; in the qkv form input 0 holds q (read once) and k and v (shared)
     assert once == {"0"} and plain == ({"0"} if example == "qkv-large" else set()), source
     assert kept == ({"0", "1", "2"} if example == "qkv" else {"1", "2"}), source
@@ -225,9 +228,8 @@ def test_by_default_inputs_are_loaded_with_the_evict_last_policy(emulated, gener
     assert torch.equal(out, litgpt_rope(*args))
     ((fusion, _),) = fusions(trace)
     source = codegen.render(fusion.last.plan, fusion.last.params)
-    loads = [line for line in source.splitlines() if "padvec_load" in line and "args.in" in line]
-    kept = {line.split("args.in")[1][0] for line in loads if "padvec_load_keep" in line}
+    kept = _inputs_loaded_with(source, "padvec_load_keep")
     assert kept == ({"0", "1", "2"} if keep_once else {"1", "2"}), source
-    assert not any("padvec_load_once" in line for line in loads)
+    assert not _inputs_loaded_with(source, "padvec_load_once"), source
     stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert stores and all("padvec_store<" in line for line in stores), source

@@ -48,31 +48,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", nargs="+", required=True)
     parser.add_argument("--variants", nargs="+", default=["base:"])
-    parser.add_argument("--then-copy", type=int, default=0, metavar="MIB",
-                        help="time each executor followed by a copy of MIB MiB of other tensors (the next kernel), "
-                             "in one graph: what an executor's cache policies leave to the kernels after it")
-    parser.add_argument("--then-read", action="store_true",
-                        help="time each executor followed by a clone of its outputs (a consumer), in one graph")
+    then = parser.add_mutually_exclusive_group()
+    then.add_argument("--then-copy", type=int, default=0, metavar="MIB",
+                      help="time each executor followed by a copy of MIB MiB of other tensors (the next kernel), "
+                           "in one graph: what an executor's cache policies leave to the kernels after it")
+    then.add_argument("--then-read", action="store_true",
+                      help="time each executor followed by a clone of its outputs (a consumer), in one graph")
     args = parser.parse_args()
-    then = None
+    follow = None  # what runs after each call of an executor, in the same graph
     if args.then_read:
-        def then(f):
-            def f_then_read(*a):
-                out = f(*a)
-                for o in out if isinstance(out, tuple) else (out,):
-                    o.clone()
-                return out
-            return f_then_read
-    if args.then_copy:
+        def follow(out):
+            for o in out if isinstance(out, tuple) else (out,):
+                o.clone()
+    elif args.then_copy:
         src = torch.empty(args.then_copy << 19, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
 
-        def then(f):
-            def f_then_copy(*a):
-                out = f(*a)
-                dst.copy_(src)
-                return out
-            return f_then_copy
+        def follow(out):
+            dst.copy_(src)
 
     by_id = {c.id: c for c in cases()}
     for case_id in args.cases:
@@ -81,7 +74,14 @@ def main() -> None:
 
         def wrap(f):
             f = f if cotangents is None else with_backward(f, cotangents)
-            return f if then is None else then(f)
+            if follow is None:
+                return f
+
+            def f_then(*a):
+                out = f(*a)
+                follow(out)
+                return out
+            return f_then
 
         def row(name, ms):
             print(f"{case_id:40s} {name:22s} {ms * 1000:8.1f} us {gbps(io, ms):6.0f} GB/s {copy / ms:6.1%} of copy")

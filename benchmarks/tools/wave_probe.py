@@ -23,15 +23,7 @@ import torch
 
 from thunder_padvec import configs
 from thunder_padvec.bench.cases import Case, build, with_backward
-from thunder_padvec.runtime import launch
 from thunder_padvec.timing import copy_roofline_ms, graph_median_ms
-
-
-def _occupancy(module: launch.CudaModule, block: int) -> tuple[int, int]:
-    driver = launch._driver()
-    _, regs = driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, module._function)
-    _, per_sm = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(module._function, block, 0)
-    return regs, per_sm
 
 
 def _wrap(f, cotangents):
@@ -74,7 +66,7 @@ def main() -> None:
                 ms = graph_median_ms(functools.partial(jitted, *inputs))
                 shapes = []
                 for module, report in zip(_loaded[loaded:], thunder_padvec.explain(jit)):
-                    regs, per_sm = _occupancy(module, report.launch.block)
+                    regs, _, per_sm = module.resources(report.launch.block)
                     waves = report.launch.grid / (sms * per_sm)
                     shapes.append(f"{report.launch.grid}x{report.launch.block} {regs}r {per_sm}/SM {waves:5.2f}w")
                 line += f"  | {name} {copy / ms:6.1%} " + " ".join(shapes)

@@ -268,11 +268,13 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
     """With the launch-size floor lifted, a tiled thread takes rows of several heads: cos and sin,
     broadcast along the heads, are loaded once for all of them. Where that leaves a row's loads above
     ``ROW_SHARING`` of what one row needs (phi-2: 12 vectors for 2 rows against 8 for one), a
-    thread takes one row."""
+    thread takes one row. (Counts of threads that keep every slot busy are off here: see
+    ``test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fills_them``.)"""
     from thunder_padvec import schedule
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    monkeypatch.setattr(vectorize_plan, "EXACT_THREADS", False)
     hs, n, dtype, threads, _ = case
     x = randn(2, 4, 3, hs, dtype=dtype, generator=generator)
     cos, sin = randn(3, n, dtype=dtype, generator=generator), randn(3, n, dtype=dtype, generator=generator)
@@ -289,6 +291,36 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
     # one load of cos per step that ropes, whatever the rows per thread
     roping_steps = sum(1 for first, _ in seg.steps if first * seg.chunk < n)
     assert report.source.count("args.in1 +") == roping_steps
+
+
+@pytest.mark.parametrize("hs, n, floor, threads, steps, rows", [
+    (96, 96, 0, 6, ((0, 6), (6, 6)), 4),  # Phi-3: halves of 6 chunks, 6 threads instead of 8 with 2 idle
+    (96, 96, 10 ** 9, 8, ((0, 6), (6, 6)), 1),  # ... unless the launch then falls under the floor
+    (80, 32, 0, 4, ((0, 2), (2, 2), (4, 4), (8, 2)), 1),  # phi-2: 2 would fill them, but teams take at least 4
+    (128, 128, 0, 8, ((0, 8), (8, 8)), 4),  # Llama: 8 threads, all busy already
+])
+def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fills_them(
+        emulated, generator, monkeypatch, hs, n, floor, threads, steps, rows):
+    """Where a power of two of threads leaves some idle at a row's steps, the greatest common divisor
+    of its slabs' chunks takes the row, every thread busy at every step, if it is at least 4 and the
+    launch keeps ``min_threads`` threads. A team of 6 does not divide a block of 256: its last 4 threads sit out,
+    and every element is still written once (outputs poisoned with NaN)."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
+    x = randn(1, 8, 37, hs, dtype=torch.bfloat16, generator=generator)  # 296 rows: blocks of 42 rows of 6
+    cos, sin = (randn(37, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.steps, seg.rows_per_thread) == (threads, steps, rows), str(report)
+    assert ("threadIdx.x < 252u" in report.kernel_source) == (threads == 6)
+
+
+@pytest.mark.parametrize("threads, slots", [(1, 1), (2, 2), (3, 4), (4, 4), (6, 8), (8, 8), (12, 16), (32, 32)])
+def test_a_team_takes_the_rows_per_thread_of_the_power_of_two_it_stands_in_for(threads, slots):
+    assert vectorize_plan.team_slots(threads) == slots
 
 
 @pytest.mark.parametrize("seq, planes", [(64, (4, 2)), (48, None)])

@@ -81,7 +81,8 @@ def _fit_registers(plan: vectorize.VectorPlan, params: LaunchParams, module, dev
     from .runtime.launch import CudaModule
 
     registers, local, blocks = module.resources(params.block)
-    want = fit_blocks(registers, params.block, blocks)
+    sm = torch.cuda.get_device_properties(device)
+    want = fit_blocks(registers, params.block, blocks, sm.regs_per_multiprocessor, sm.max_threads_per_multi_processor)
     if not want:
         return None
     fitted = replace(params, min_blocks=want)

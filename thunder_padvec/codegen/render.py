@@ -549,6 +549,8 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         if seg.tiled:
             threads, tile = seg.threads_per_row, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
+            if params.block % threads:  # teams that do not divide the block: the threads past the last sit out
+                busy += f" && threadIdx.x < {tile * threads}u"
             planes = _planes(seg, launch) if params.plane_order else None
             if planes is None:
                 lines.append(f"    const unsigned int tile_index = block - {launch.first_block}u;")

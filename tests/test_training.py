@@ -79,6 +79,36 @@ def test_rope_gradients_on_the_gpu(generator, case):
     assert torch.equal(grad, eager_grad)
 
 
+# Phi-3-mini's rows of 96: halves of 6 chunks of 8, taken by teams of 6 threads (where the launch keeps
+# its thread floor; lifted in these tests so that tiny shapes take them too)
+TEAM_CASES = [
+    ("phi3-rows", litgpt_rope, (1, 4, 8, 96), 96, {}),
+    ("qkv-phi3-rows", qkv_split_rope, (1, 8, (4 + 2 * 4) * 96), 96, dict(n_head=4, n_query_groups=4, head_size=96)),
+]
+
+
+def _check_teams_of_six(case, device, generator, monkeypatch):
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    grad, eager_grad, jitted = _check_gradients(case, device, torch.bfloat16, generator)
+    teams = {r.trace: {seg.threads_per_row for seg in r.plan.segments} for r in explain(jitted)}
+    assert 6 in teams["forward"] and 6 in teams["backward"], teams
+    return grad, eager_grad
+
+
+@pytest.mark.parametrize("case", TEAM_CASES, ids=[c[0] for c in TEAM_CASES])
+def test_rope_gradients_with_teams_of_six_threads(emulated, generator, monkeypatch, case):
+    _check_teams_of_six(case, "cpu", generator, monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", TEAM_CASES, ids=[c[0] for c in TEAM_CASES])
+def test_rope_gradients_with_teams_of_six_threads_on_the_gpu(generator, monkeypatch, case):
+    grad, eager_grad = _check_teams_of_six(case, "cuda", generator, monkeypatch)
+    assert torch.equal(grad, eager_grad)
+
+
 @pytest.mark.gpu
 def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to_fit(generator, monkeypatch):
     """Phi-3-mini's RoPE backward (rows of 96) takes 84 registers with NVRTC for sm_90: 2 blocks of 256

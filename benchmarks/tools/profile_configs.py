@@ -2,7 +2,8 @@
 ``--peer``, torch.compile's kernels of the same call as well (ncu's kernel filter picks them).
 ``--dirty``: before each call, the suite's flush (``timing.l2_flush``: the L2 full of
 dirty lines; run ncu with ``--cache-control none`` to keep them). ``--set key=value``: a field of
-``schedule.TUNING`` for padvec's kernels (several allowed)."""
+``schedule.TUNING`` or a constant of ``codegen.render`` for padvec's kernels (several allowed)."""
+import importlib
 import sys
 
 import thunder_padvec
@@ -11,11 +12,13 @@ import torch
 from thunder_padvec import configs, schedule, timing
 from thunder_padvec.examples import litgpt_rope, rope_inputs, rope_one_entry
 
+render = importlib.import_module("thunder_padvec.codegen.render")
 args = sys.argv[1:]
 for i, arg in enumerate(args):
     if arg == "--set":
         key, value = args[i + 1].split("=")
-        setattr(schedule.TUNING, key, type(getattr(schedule.TUNING, key))(int(value)))
+        owner = schedule.TUNING if hasattr(schedule.TUNING, key) else render
+        setattr(owner, key, type(getattr(owner, key))(int(value)))
 flush = timing.l2_flush() if "--dirty" in args else None
 
 for cfg in [c for c in configs.ALL if c.id in args]:

@@ -149,7 +149,8 @@ def _load_op(params: LaunchParams, once: bool, node: ir.Node) -> str:
     grouped-query qkv's shared keys and values). On the H200, with the L2 full of dirty lines,
     loading x with the policy made LitGPT's RoPE forward 3-5% faster and the seed's 5% (as
     Triton's kernels load the halves of x they read twice), and a kernel reading the outputs next
-    no slower (``benchmarks/results/2026-12-03-keep-once/``)."""
+    no slower (``benchmarks/results/2026-12-03-keep-once/``); but phi-2's forward 7% slower, with
+    fewer warps active under ncu (``benchmarks/NOTES.md``, "Teams that fill their slots")."""
     if once:
         if params.load_hints:
             return "padvec_load_once"
@@ -465,8 +466,9 @@ def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block:
             tensor = f"args.{'out' if s.output else 'in'}{s.index}"
             for j in range(0, seg.chunk, width):
                 memory = f"{tensor} + ({s.base} + ({group}) * {s.row_stride} + column_group * {seg.chunk} + {j})"
+                load = _load_op(params, s.row_stride != 0, kernel.node(s.tensor))
                 access = (f"{_store_op(params)}<{width}>({memory}, {row} + {j});" if s.output
-                          else f"{_load_op(params, s.row_stride != 0, kernel.node(s.tensor))}<{width}>({row} + {j}, {memory});")
+                          else f"{load}<{width}>({row} + {j}, {memory});")
                 (stores if s.output else loads).append(f"if ({group} < {groups}) {access}")
         cases = [f"  case {g}: padvec_segment{index}<{g}>(args, {group}, {regs}, 0, 0); break;" for g in range(k)]
         runs += [f"if ({group} < {groups}) {{", "  switch (column_group) {", *("  " + c for c in cases), "  }", "}"]

@@ -72,6 +72,7 @@ CHUNKS_PER_THREAD = 4  # a row's chunks per thread, at most, before warps split 
 MAX_STEPS = 8  # a row's chunks per thread, at most, when threads share rows
 MIN_THREAD_USE = 0.6  # of the threads' chunk slots, when threads share rows
 EXACT_THREADS = True  # threads sharing a row: a count that keeps every slot busy, where a power of two leaves some idle
+MIN_EXACT_THREADS = 4  # ... of at least this many (fewer take more chunks each: see share_rows)
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
@@ -317,17 +318,17 @@ def row_steps(kernel: ir.Kernel, segment: Segment, chunk: int, threads: int) -> 
 
 def exact_threads(kernel: ir.Kernel, segment: Segment, chunk: int) -> int:
     """The most threads that split every slab of a row into whole steps: the greatest common divisor
-    of the slabs' chunk counts (6 for Phi-3's rows of 96 in 8-lane chunks, halves of 48)."""
-    row = segment.shape[-1]
-    points = sorted(row_breakpoints(kernel, segment) | {0, row})
-    return math.gcd(*((hi - lo) // chunk for lo, hi in zip(points, points[1:])))
+    of the slabs' chunk counts, the steps of a team as wide as the row (6 for Phi-3's rows of 96 in
+    8-lane chunks, halves of 48)."""
+    slabs = row_steps(kernel, segment, chunk, segment.shape[-1] // chunk)
+    return math.gcd(*(chunks for _, chunks in slabs))
 
 
 def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4,
                min_threads: int = MIN_THREADS) -> tuple[int, tuple] | None:
     """``(threads_per_row, steps)``: the most threads, a power of two at least ``least``, that keep
     ``MIN_THREAD_USE`` of their slots busy in at most ``MAX_STEPS`` steps. Where those leave slots
-    idle, ``exact_threads`` instead, if they are at least 4 and the launch keeps ``min_threads``
+    idle, ``exact_threads`` instead, if they are at least ``MIN_EXACT_THREADS`` and the launch keeps ``min_threads``
     threads with them. On the H200, Phi-3's rows of 96 in 6 threads rather than 8 with 6 busy: its
     qkv form 3-6% faster, forward and fwd+bwd, its RoPE fwd+bwd 1-2%, its RoPE forward -2% to +1%.
     phi-2's rows of 80 in 2 threads rather than 4 with 62.5% busy take 5 chunks a thread: its RoPE
@@ -340,7 +341,7 @@ def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4,
         busy = sum(n for _, n in steps)
         if len(steps) <= MAX_STEPS and busy >= MIN_THREAD_USE * threads * len(steps):
             exact = exact_threads(kernel, segment, chunk)
-            if (EXACT_THREADS and busy < threads * len(steps) and max(least, 4) <= exact <= WARP
+            if (EXACT_THREADS and busy < threads * len(steps) and max(least, MIN_EXACT_THREADS) <= exact <= WARP
                     and math.prod(segment.shape[:-1]) * exact >= min_threads):
                 exact_steps = row_steps(kernel, segment, chunk, exact)
                 if len(exact_steps) <= MAX_STEPS:

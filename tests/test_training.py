@@ -61,8 +61,10 @@ def _check_gradients(case, device, dtype, generator):
         assert orders == [(0, 3, 1, 2, 4)], [str(r) for r in reports]
         assert grad.is_contiguous()
         # the whole backward in one kernel (the sums over each group's heads too), a segment per q, k, v piece
+        # (rows cut into pieces, see vectorize.segments.ROW_PIECES, add a segment per piece after the first)
         (backward,) = [r for r in reports if r.trace == "backward"]
-        assert [seg.segment.shape[2] for seg in backward.plan.segments] == [kwargs["n_head"] // kwargs["n_query_groups"], 1, 1]
+        first_pieces = [seg for seg in backward.plan.segments if not seg.segment.stores[0].offsets[-1]]
+        assert [seg.segment.shape[2] for seg in first_pieces] == [kwargs["n_head"] // kwargs["n_query_groups"], 1, 1]
     return grad, eager_grad, jitted
 
 
@@ -97,15 +99,40 @@ def _check_teams_of_six(case, device, generator, monkeypatch):
     return grad, eager_grad
 
 
-@pytest.mark.parametrize("case", TEAM_CASES, ids=[c[0] for c in TEAM_CASES])
-def test_rope_gradients_with_teams_of_six_threads(emulated, generator, monkeypatch, case):
-    _check_teams_of_six(case, "cpu", generator, monkeypatch)
+# phi-2's partial rotary (rows of 80, 32 rotated), its rows cut into the rotated and the passed features
+PIECE_CASES = [
+    ("phi2-rows", litgpt_rope, (1, 4, 8, 80), 32, {}),
+    ("qkv-phi2-rows", qkv_split_rope, (1, 8, (4 + 2 * 2) * 80), 32, dict(n_head=4, n_query_groups=2, head_size=80)),
+]
+
+
+def _check_row_pieces(case, device, generator, monkeypatch):
+    grad, eager_grad, jitted = _check_gradients(case, device, torch.bfloat16, generator)
+    split = set()
+    for report in explain(jitted):  # rotated rows of 80 in two pieces: columns 0-32 and 32-80
+        pieces = [(seg.segment.stores[0].offsets[-1], seg.segment.shape[-1]) for seg in report.plan.segments]
+        if (0, 32) in pieces:
+            assert pieces.count((0, 32)) == pieces.count((32, 48)), (report.trace, pieces)
+            split.add(report.trace)
+    # the qkv forward's q and k share one segment (two outputs), which stays whole
+    assert split == ({"backward"} if case[1] is qkv_split_rope else {"forward", "backward"}), split
+    return grad, eager_grad
+
+
+# each row plan's cases and the check of the plan the kernels took
+ROW_PLAN_CASES = [(_check_teams_of_six, c) for c in TEAM_CASES] + [(_check_row_pieces, c) for c in PIECE_CASES]
+ROW_PLAN_IDS = [c[0] for _, c in ROW_PLAN_CASES]
+
+
+@pytest.mark.parametrize("check, case", ROW_PLAN_CASES, ids=ROW_PLAN_IDS)
+def test_rope_gradients_through_teams_of_six_and_rows_in_pieces(emulated, generator, monkeypatch, check, case):
+    check(case, "cpu", generator, monkeypatch)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", TEAM_CASES, ids=[c[0] for c in TEAM_CASES])
-def test_rope_gradients_with_teams_of_six_threads_on_the_gpu(generator, monkeypatch, case):
-    grad, eager_grad = _check_teams_of_six(case, "cuda", generator, monkeypatch)
+@pytest.mark.parametrize("check, case", ROW_PLAN_CASES, ids=ROW_PLAN_IDS)
+def test_rope_gradients_through_teams_of_six_and_rows_in_pieces_on_the_gpu(generator, monkeypatch, check, case):
+    grad, eager_grad = check(case, "cuda", generator, monkeypatch)
     assert torch.equal(grad, eager_grad)
 
 

@@ -18,6 +18,7 @@ from thunder_padvec.examples import rope_one_entry
 
 
 vectorize_plan = importlib.import_module("thunder_padvec.vectorize.plan")
+vectorize_segments = importlib.import_module("thunder_padvec.vectorize.segments")
 
 
 def _report(jitted):
@@ -222,9 +223,11 @@ ROW_CASES = [
 
 
 @pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: f"hs{c[0]}-rope{c[1]}-{str(c[2])[6:]}")
-def test_row_mode_threads_and_numbers(emulated, generator, case):
+def test_row_mode_threads_and_numbers(emulated, generator, monkeypatch, case):
+    """Whole rows (phi-2's rows in pieces: ``test_rows_split_where_their_pieces_read_no_common_columns``)."""
     from thunder_padvec.examples import litgpt_rope
 
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)
     hs, n, dtype, threads, chunk = case
     x = randn(2, 3, 5, hs, dtype=dtype, generator=generator)
     cos, sin = randn(5, n, dtype=dtype, generator=generator), randn(5, n, dtype=dtype, generator=generator)
@@ -275,6 +278,7 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
     monkeypatch.setattr(vectorize_plan, "EXACT_THREADS", False)
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
     hs, n, dtype, threads, _ = case
     x = randn(2, 4, 3, hs, dtype=dtype, generator=generator)
     cos, sin = randn(3, n, dtype=dtype, generator=generator), randn(3, n, dtype=dtype, generator=generator)
@@ -308,6 +312,7 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
     x = randn(1, 8, 37, hs, dtype=torch.bfloat16, generator=generator)  # 296 rows: blocks of 42 rows of 6
     cos, sin = (randn(37, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
@@ -488,3 +493,45 @@ def test_an_outer_cat_output_takes_a_segment_per_piece(emulated, generator):
     names = [i.name for i in report.kernel.inputs]
     loaded = [sorted({names.index(s.node) for s in seg.segment.sites if s.node in names}) for seg in segments]
     assert loaded == [[0], [1], [2]]
+
+
+# (id, head size, rotated features, column ranges of the segments); bf16 rows
+ROW_PIECE_CASES = [
+    ("phi-2-partial", 80, 32, [(0, 32), (32, 80)]),  # rotated halves read each other's x; the rest is passed on
+    ("llama-full", 64, 64, [(0, 64)]),  # both halves read each other's x: one piece
+    ("rotated-16-bytes", 32, 8, [(0, 32)]),  # the seed's: a rotated piece of 16 bytes is below the minimum
+]
+
+
+def test_a_plain_cat_of_rows_stays_one_segment(emulated, generator):
+    """Pieces that read different tensors but none of them at two shifts (no rotation) keep one segment."""
+    a, b = randn(4, 5, 64, dtype=torch.bfloat16, generator=generator), randn(4, 5, 64, dtype=torch.bfloat16,
+                                                                             generator=generator)
+    jitted, out, _ = jit_and_run(lambda a, b: torch.cat((a, b), -1), a, b)
+    assert torch.equal(out, torch.cat((a, b), -1))
+    assert len(_report(jitted).plan.segments) == 1
+
+
+@pytest.mark.parametrize("case", ROW_PIECE_CASES, ids=[c[0] for c in ROW_PIECE_CASES])
+def test_rows_split_where_their_pieces_read_no_common_columns(emulated, generator, monkeypatch, case):
+    """With ``ROW_PIECES``, partial rotary's rows become two segments: the rotated features (whose
+    halves read each other's x, cos and sin) and the features passed through, each stored at its own
+    column offset of the output; a thread then holds only its piece's registers. Rows whose slabs all
+    read each other's columns, or whose pieces would be narrower than ``MIN_ROW_PIECE_BYTES``, stay whole.
+    Every element is written once (outputs poisoned with NaN) and equals eager."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", True)
+    _, hs, n, pieces = case
+    x = randn(2, 4, 37, hs, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(37, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
+    report = _report(jitted)
+    widths = [seg.segment.shape[-1] for seg in report.plan.segments]
+    offsets = [seg.segment.stores[0].offsets[-1] for seg in report.plan.segments]
+    assert list(zip(offsets, [o + w for o, w in zip(offsets, widths)])) == pieces, str(report)
+    if len(pieces) > 1:  # the passed piece is a copy: one 16-byte chunk per thread, no steps idle
+        rotated, passed = report.plan.segments
+        assert rotated.tiled and (rotated.chunk, rotated.steps) == (4, ((0, 4), (4, 4))), rotated.mapping
+        assert (passed.chunk, passed.widths[0]) == (8, 8), passed.mapping

@@ -8,6 +8,13 @@ yet placed. Outputs of its shape join it unshifted; an output of another shape j
 slices, pads and cats is also read by the reference: then both read that input at the same index
 and one load serves both (``pad(x)`` beside ``relu(x)``: the relu's output is stored at offset
 -4 of the pad's coordinates). The others start segments of their own.
+
+Rows in pieces. Where the columns of a segment's rows fall into pieces that read no common input
+columns (partial rotary: the rotated features, whose halves read each other's, and the features
+passed through), each piece takes a segment of its own, its columns' offset the store's: a thread
+then holds only its piece's registers, and no thread idles at the other piece's steps. On the H200,
+phi-2's RoPE kernels went from 68 registers to 27, and its forward and backward at batch 2 from
+38.2 to 33.1 µs (``benchmarks/results/2026-12-03-flat-rows/``).
 """
 
 from __future__ import annotations
@@ -106,8 +113,84 @@ def _segment(kernel: ir.Kernel, ref_shape: tuple[int, ...], placed: dict[str, tu
     return Segment(ref_shape, sites, tuple(stores))
 
 
+def _slab_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> set:
+    """``(input, index map of the other dims, first column, end column)`` of each input run the
+    reference's columns ``[lo, hi)`` read."""
+    last, reads = len(segment.shape) - 1, set()
+    for site in segment.sites:
+        if not isinstance(kernel.node(site.node), ir.LOADS) or not site.index_map:
+            continue
+        ref, offset = site.index_map[-1]
+        a, b = max(lo, site.box[last][0]), min(hi, site.box[last][1])
+        if ref == last and a < b:
+            reads.add((site.node, site.index_map[:-1], a + offset, b + offset))
+    return reads
+
+
+def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | None:
+    """Column ranges that split the reference's rows into segments of their own, or None. The
+    breakpoints of a row cut it into slabs; slabs that read overlapping columns of an input stay
+    together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
+    them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES``, one of
+    which rotates (reads a tensor at two shifts): partial rotary's rotated features and the features it
+    passes through (a plain cat of two tensors stays one segment). Only segments of one
+    output: on the H200, the qkv form's q and k in one segment, cut, was 8% slower at phi-2's batch 2
+    (``benchmarks/NOTES.md``, "Rows in pieces")."""
+    from .plan import row_breakpoints  # the planner's notion of where a row's code changes
+
+    if not ROW_PIECES or len(segment.shape) < 2 or len(segment.stores) != 1:
+        return None
+    row = segment.shape[-1]
+    points = sorted(row_breakpoints(kernel, segment) | {0, row})
+    slabs = list(zip(points, points[1:]))
+    reads = [_slab_reads(kernel, segment, a, b) for a, b in slabs]
+    spans = []  # column spans of the groups of slabs that share input columns
+    for i, (a, b) in enumerate(slabs):
+        for j in range(i):
+            if any(x[:2] == y[:2] and x[2] < y[3] and y[2] < x[3] for x in reads[i] for y in reads[j]):
+                spans.append((slabs[j][0], b))
+    itemsize = max(kernel.node(s.output).type.dtype.itemsize for s in segment.stores)
+    cuts = [p for p in points[1:-1] if p * itemsize % 16 == 0 and not any(a < p < b for a, b in spans)]
+    pieces = list(zip([0, *cuts], [*cuts, row]))
+    if len(pieces) < 2 or len(pieces) > MAX_PIECE_SEGMENTS or any(
+            (b - a) * itemsize < MIN_ROW_PIECE_BYTES for a, b in pieces):
+        return None
+    return pieces if any(_rotates(segment, a, b) for a, b in pieces) else None
+
+
+def _rotates(segment: Segment, lo: int, hi: int) -> bool:
+    """Whether columns ``[lo, hi)`` read a tensor at two shifts along the row (a RoPE's halves)."""
+    last, shifts = len(segment.shape) - 1, {}
+    for site in segment.sites:
+        ref, offset = site.index_map[-1] if site.index_map else (None, 0)
+        if ref == last and site.box[last][0] < hi and lo < site.box[last][1]:
+            shifts.setdefault((site.node, site.index_map[:-1]), set()).add(offset)
+    return any(len(s) > 1 for s in shifts.values())
+
+
+def _split_rows(kernel: ir.Kernel, segment: Segment, placed: dict[str, tuple[int, ...]]) -> list[Segment]:
+    """The segment, or one segment per piece of its rows (``_row_pieces``), each storing the columns
+    of its outputs that lie in it."""
+    pieces = _row_pieces(kernel, segment)
+    if pieces is None:
+        return [segment]
+    found = []
+    for a, b in pieces:
+        shape = segment.shape[:-1] + (b - a,)
+        inside = {}
+        for name, offsets in placed.items():
+            size = kernel.node(name).type.shape[-1]
+            if max(a, -offsets[-1]) < min(b, size - offsets[-1]):
+                inside[name] = offsets[:-1] + (offsets[-1] + a,)
+        if inside:
+            found.append(_segment(kernel, shape, inside))
+    return found
+
+
 MAX_PIECE_SEGMENTS = 8  # pieces of a cat output, at most, that take a segment each
 MIN_PIECE_SLAB = 16  # elements right of the cat's dim, at least (a thread's lanes stay in one piece)
+ROW_PIECES = True  # rows cut into pieces that read no common input columns, a segment each (see _row_pieces)
+MIN_ROW_PIECE_BYTES = 64  # ... each piece of a row at least this wide
 
 
 def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
@@ -136,7 +219,8 @@ def project(kernel: ir.Kernel) -> Projection:
     for name in list(remaining):
         pieces = _piece_offsets(kernel, name)
         if pieces is not None:
-            segments += [_segment(kernel, shape, {name: offsets}) for shape, offsets in pieces]
+            for shape, offsets in pieces:
+                segments += _split_rows(kernel, _segment(kernel, shape, {name: offsets}), {name: offsets})
             remaining.remove(name)
     while remaining:
         ref = max(remaining, key=lambda name: kernel.node(name).type.numel)
@@ -153,7 +237,7 @@ def project(kernel: ir.Kernel) -> Projection:
             placed.update(shifted)
             segment = _segment(kernel, ref_shape, placed)
         if math.prod(ref_shape):
-            segments.append(segment)
+            segments += _split_rows(kernel, segment, placed)
         remaining = [name for name in remaining if name not in placed]
     return Projection(kernel, tuple(segments))
 

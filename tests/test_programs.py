@@ -152,3 +152,51 @@ def test_random_programs_match_eager(emulated, spec):
 @given(spec=programs())
 def test_random_programs_match_eager_on_the_gpu(spec):
     _check(spec, "cuda")
+
+
+@st.composite
+def partial_rotations(draw):
+    """RoPE of ``n`` features starting at column ``start`` of rows of ``hs``, the others passed through."""
+    hs = draw(st.sampled_from([24, 48, 64, 80, 96, 128, 160]))
+    n = draw(st.sampled_from([n for n in (4, 8, 16, 32, 48, 64) if n < hs]))
+    start = draw(st.sampled_from([s for s in (0, 4, 8, 16, 32, 40) if s + n <= hs]))
+    lead = [draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 9))]
+    return dict(hs=hs, n=n, start=start, lead=lead, dtype=draw(st.sampled_from(DTYPES)),
+                extra=draw(st.booleans()))
+
+
+def _partial_rotation(n, start, extra):
+    def fn(x, cos, sin):
+        r = x[..., start:start + n]
+        rotated = torch.cat((-r[..., n // 2:], r[..., :n // 2]), -1)
+        roped = (r * cos + rotated * sin).to(x.dtype)
+        out = torch.cat((x[..., :start], roped, x[..., start + n:]), -1)
+        return out * 2 if extra else out
+
+    return fn
+
+
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_PROGRAMS", 60)), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(spec=partial_rotations())
+def test_rows_in_pieces_match_eager(emulated, spec):
+    """Rotations of a part of each row, anywhere in it: where padvec cuts the rows into pieces
+    (``vectorize.segments.ROW_PIECES``), the pieces tile each row once, cut on 16-byte edges into
+    pieces of at least ``MIN_ROW_PIECE_BYTES``, and the output (poisoned first) equals eager's."""
+    from thunder_padvec import explain
+    from thunder_padvec.vectorize import segments
+
+    generator = torch.Generator().manual_seed(spec["hs"] * 1009 + spec["n"] * 31 + spec["start"])
+    *lead, t = spec["lead"]
+    x = torch.randn(*lead, t, spec["hs"], generator=generator).to(spec["dtype"])
+    cos, sin = (torch.randn(t, spec["n"], generator=generator).to(spec["dtype"]) for _ in range(2))
+    fn = _partial_rotation(spec["n"], spec["start"], spec["extra"])
+    jitted, out, _ = jit_and_run(fn, x, cos, sin)
+    assert torch.equal(out, fn(x, cos, sin))
+    itemsize = x.element_size()
+    for report in explain(jitted):
+        spans = sorted((seg.segment.stores[0].offsets[-1], seg.segment.shape[-1]) for seg in report.plan.segments)
+        if len(spans) > 1:
+            assert [a for a, _ in spans] == [0] + [a + w for a, w in spans[:-1]], spans
+            assert spans[-1][0] + spans[-1][1] == spec["hs"], spans
+            assert all(a * itemsize % 16 == 0 and w * itemsize >= segments.MIN_ROW_PIECE_BYTES for a, w in spans)

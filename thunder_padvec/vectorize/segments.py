@@ -131,11 +131,11 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | 
     """Column ranges that split the reference's rows into segments of their own, or None. The
     breakpoints of a row cut it into slabs; slabs that read overlapping columns of an input stay
     together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
-    them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES``, one of
-    which rotates (reads a tensor at two shifts): partial rotary's rotated features and the features it
-    passes through (a plain cat of two tensors stays one segment). Only segments of one
-    output: on the H200, the qkv form's q and k in one segment, cut, was 8% slower at phi-2's batch 2
-    (``benchmarks/NOTES.md``, "Rows in pieces")."""
+    them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
+    rows stay whole), one of which rotates (reads a tensor at two shifts): partial rotary's rotated
+    features and the features it passes through (a plain cat of two tensors stays one segment). Only
+    segments of one output: on the H200, the qkv form's q and k in one segment, cut, was 8% slower at
+    phi-2's batch 2 (``benchmarks/NOTES.md``, "Rows in pieces")."""
     from .plan import row_breakpoints  # the planner's notion of where a row's code changes
 
     if not ROW_PIECES or len(segment.shape) < 2 or len(segment.stores) != 1:

@@ -134,11 +134,11 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | 
     them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
     rows stay whole), one of which rotates (reads a tensor at two shifts): partial rotary's rotated
     features and the features it passes through (a plain cat of two tensors stays one segment). Only
-    segments of one output: on the H200, the qkv form's q and k in one segment, cut, was 8% slower at
-    phi-2's batch 2 (``benchmarks/NOTES.md``, "Rows in pieces")."""
+    segments of one output (``ROW_PIECE_OUTPUTS``): on the H200, the qkv form's q and k in one segment,
+    cut, was 8% slower at phi-2's batch 2 (``benchmarks/NOTES.md``, "Rows in pieces")."""
     from .plan import row_breakpoints  # the planner's notion of where a row's code changes
 
-    if not ROW_PIECES or len(segment.shape) < 2 or len(segment.stores) != 1:
+    if not ROW_PIECES or len(segment.shape) < 2 or not 0 < len(segment.stores) <= ROW_PIECE_OUTPUTS:
         return None
     row = segment.shape[-1]
     points = sorted(row_breakpoints(kernel, segment) | {0, row})
@@ -191,6 +191,7 @@ MAX_PIECE_SEGMENTS = 8  # pieces of a cat output, at most, that take a segment e
 MIN_PIECE_SLAB = 16  # elements right of the cat's dim, at least (a thread's lanes stay in one piece)
 ROW_PIECES = True  # rows cut into pieces that read no common input columns, a segment each (see _row_pieces)
 MIN_ROW_PIECE_BYTES = 64  # ... each piece of a row at least this wide
+ROW_PIECE_OUTPUTS = 1  # ... in segments of at most this many outputs
 
 
 def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:

@@ -19,9 +19,11 @@ phi-2's RoPE kernels went from 68 registers to 27, and its forward and backward 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from .. import ir
+from .plan import row_breakpoints
 from .projection import (
     Frontier,
     IndexMap,
@@ -113,17 +115,17 @@ def _segment(kernel: ir.Kernel, ref_shape: tuple[int, ...], placed: dict[str, tu
     return Segment(ref_shape, sites, tuple(stores))
 
 
-def _slab_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> set:
-    """``(input, index map of the other dims, first column, end column)`` of each input run the
-    reference's columns ``[lo, hi)`` read."""
-    last, reads = len(segment.shape) - 1, set()
+def _row_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> list[tuple]:
+    """``(input, index map of the other dims, shift along the row, first column, end column)`` of each
+    load of the reference's columns ``[lo, hi)``, its columns those of the input."""
+    last, reads = len(segment.shape) - 1, []
     for site in segment.sites:
         if not isinstance(kernel.node(site.node), ir.LOADS) or not site.index_map:
             continue
         ref, offset = site.index_map[-1]
         a, b = max(lo, site.box[last][0]), min(hi, site.box[last][1])
         if ref == last and a < b:
-            reads.add((site.node, site.index_map[:-1], a + offset, b + offset))
+            reads.append((site.node, site.index_map[:-1], offset, a + offset, b + offset))
     return reads
 
 
@@ -136,18 +138,16 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | 
     features and the features it passes through (a plain cat of two tensors stays one segment). Only
     segments of one output (``ROW_PIECE_OUTPUTS``): on the H200, the qkv form's q and k in one segment,
     cut, was 8% slower at phi-2's batch 2 (``benchmarks/NOTES.md``, "Rows in pieces")."""
-    from .plan import row_breakpoints  # the planner's notion of where a row's code changes
-
     if not ROW_PIECES or len(segment.shape) < 2 or not 0 < len(segment.stores) <= ROW_PIECE_OUTPUTS:
         return None
     row = segment.shape[-1]
     points = sorted(row_breakpoints(kernel, segment) | {0, row})
-    slabs = list(zip(points, points[1:]))
-    reads = [_slab_reads(kernel, segment, a, b) for a, b in slabs]
+    slabs = list(itertools.pairwise(points))
+    reads = [_row_reads(kernel, segment, a, b) for a, b in slabs]
     spans = []  # column spans of the groups of slabs that share input columns
     for i, (a, b) in enumerate(slabs):
         for j in range(i):
-            if any(x[:2] == y[:2] and x[2] < y[3] and y[2] < x[3] for x in reads[i] for y in reads[j]):
+            if any(x[:2] == y[:2] and x[3] < y[4] and y[3] < x[4] for x in reads[i] for y in reads[j]):
                 spans.append((slabs[j][0], b))
     itemsize = max(kernel.node(s.output).type.dtype.itemsize for s in segment.stores)
     cuts = [p for p in points[1:-1] if p * itemsize % 16 == 0 and not any(a < p < b for a, b in spans)]
@@ -155,16 +155,14 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | 
     if len(pieces) < 2 or len(pieces) > MAX_PIECE_SEGMENTS or any(
             (b - a) * itemsize < MIN_ROW_PIECE_BYTES for a, b in pieces):
         return None
-    return pieces if any(_rotates(segment, a, b) for a, b in pieces) else None
+    return pieces if any(_rotates(kernel, segment, a, b) for a, b in pieces) else None
 
 
-def _rotates(segment: Segment, lo: int, hi: int) -> bool:
-    """Whether columns ``[lo, hi)`` read a tensor at two shifts along the row (a RoPE's halves)."""
-    last, shifts = len(segment.shape) - 1, {}
-    for site in segment.sites:
-        ref, offset = site.index_map[-1] if site.index_map else (None, 0)
-        if ref == last and site.box[last][0] < hi and lo < site.box[last][1]:
-            shifts.setdefault((site.node, site.index_map[:-1]), set()).add(offset)
+def _rotates(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> bool:
+    """Whether columns ``[lo, hi)`` load an input at two shifts along the row (a RoPE's halves)."""
+    shifts = {}
+    for node, others, shift, *_ in _row_reads(kernel, segment, lo, hi):
+        shifts.setdefault((node, others), set()).add(shift)
     return any(len(s) > 1 for s in shifts.values())
 
 

@@ -233,3 +233,33 @@ def test_by_default_inputs_are_loaded_with_the_evict_last_policy(emulated, gener
     assert not _inputs_loaded_with(source, "padvec_load_once"), source
     stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert stores and all("padvec_store<" in line for line in stores), source
+
+
+@pytest.mark.parametrize("blocks", [(3, 5), (2048, 3121), (1, 1000), (1000, 1), (7, 7, 7), (1024, 1561, 1024, 1561, 2560)])
+def test_interleaved_blocks_take_each_segments_blocks_once_in_order(tmp_path, blocks):
+    """``render._interleave``, compiled for the host and run for every block of the grid: each of a
+    segment's blocks comes once, in increasing order, and each segment has run about its share of its
+    blocks at any point of the grid (the pieces of a row run side by side)."""
+    import shutil
+    import subprocess
+
+    from thunder_padvec.codegen.render import _interleave
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    launches = [schedule.SegmentLaunch(sum(blocks[:i]), n, n * 256) for i, n in enumerate(blocks)]
+    total = sum(blocks)
+    body = "\n".join(_interleave(launches))
+    source = ("#include <cstdio>\nint main() {\n  for (unsigned int block = 0; block < %du; ++block) {\n%s\n"
+              '    std::printf("%%u %%u\\n", seg, local);\n  }\n}\n' % (total, body))
+    (tmp_path / "interleave.cpp").write_text(source)
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "interleave"), str(tmp_path / "interleave.cpp")], check=True)
+    out = subprocess.run([str(tmp_path / "interleave")], check=True, capture_output=True, text=True).stdout
+    pairs = [tuple(map(int, line.split())) for line in out.split("\n") if line]
+    assert len(pairs) == total
+    for s, n in enumerate(blocks):
+        assert [local for seg, local in pairs if seg == s] == list(range(n)), s
+    for b in range(total):  # every segment is within a block of its share after b + 1 blocks
+        done = [sum(1 for seg, _ in pairs[:b + 1] if seg == s) for s in range(len(blocks))]
+        assert all(abs(d - (b + 1) * n / total) <= len(blocks) for d, n in zip(done, blocks)), (b, done)

@@ -197,6 +197,7 @@ def test_rows_in_pieces_match_eager(emulated, spec):
     for report in explain(jitted):
         spans = sorted((seg.segment.stores[0].offsets[-1], seg.segment.shape[-1]) for seg in report.plan.segments)
         if len(spans) > 1:
+            assert report.launch.interleave, str(report)
             assert [a for a, _ in spans] == [0] + [a + w for a, w in spans[:-1]], spans
             assert spans[-1][0] + spans[-1][1] == spec["hs"], spans
             assert all(a * itemsize % 16 == 0 and w * itemsize >= segments.MIN_ROW_PIECE_BYTES for a, w in spans)

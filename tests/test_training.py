@@ -65,6 +65,8 @@ def _check_gradients(case, device, dtype, generator):
         (backward,) = [r for r in reports if r.trace == "backward"]
         first_pieces = [seg for seg in backward.plan.segments if not seg.segment.stores[0].offsets[-1]]
         assert [seg.segment.shape[2] for seg in first_pieces] == [kwargs["n_head"] // kwargs["n_query_groups"], 1, 1]
+        # q's, k's and v's segments run one after the other; only pieces of cut rows interleave
+        assert backward.launch.interleave == (len(backward.plan.segments) > 3), str(backward)
     return grad, eager_grad, jitted
 
 
@@ -113,9 +115,9 @@ def _check_row_pieces(case, device, generator, monkeypatch):
         pieces = [(seg.segment.stores[0].offsets[-1], seg.segment.shape[-1]) for seg in report.plan.segments]
         if (0, 32) in pieces:
             assert pieces.count((0, 32)) == pieces.count((32, 48)), (report.trace, pieces)
+            assert report.launch.interleave, str(report)  # the pieces of a row run side by side
             split.add(report.trace)
-    # the qkv forward's q and k share one segment (two outputs), which stays whole
-    assert split == ({"backward"} if case[1] is qkv_split_rope else {"forward", "backward"}), split
+    assert split == {"forward", "backward"}, split  # the qkv forward's joint q-and-k segment too
     return grad, eager_grad
 
 

@@ -531,6 +531,7 @@ def test_rows_split_where_their_pieces_read_no_common_columns(emulated, generato
     widths = [seg.segment.shape[-1] for seg in report.plan.segments]
     offsets = [seg.segment.stores[0].offsets[-1] for seg in report.plan.segments]
     assert list(zip(offsets, [o + w for o, w in zip(offsets, widths)])) == pieces, str(report)
+    assert report.launch.interleave == (len(pieces) > 1), str(report)  # pieces' blocks interleaved
     if len(pieces) > 1:  # the passed piece is a copy: one 16-byte chunk per thread, no steps idle
         rotated, passed = report.plan.segments
         assert rotated.tiled and (rotated.chunk, rotated.steps) == (4, ((0, 4), (4, 4))), rotated.mapping

@@ -33,6 +33,7 @@ class Tuning:
     keep_hints: bool = True  # inputs are loaded with an L2 evict_last policy (see codegen.render._load_op)
     plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
     fit_registers: bool = True  # a kernel a few registers over one more block per SM is built again to fit
+    interleave: bool = True  # a launch holding pieces of cut rows interleaves its segments' blocks (render._interleave)
 
 
 TUNING = Tuning()
@@ -58,12 +59,14 @@ class LaunchParams:
     store_hints: bool = False  # see Tuning
     keep_hints: bool = True  # see Tuning
     plane_order: bool = False  # see Tuning
+    interleave: bool = False  # see Tuning
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
         smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
         bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
-        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds} ({parts})"
+        order = ", segments interleaved" if self.interleave else ""
+        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order} ({parts})"
 
 
 def fit_blocks(registers: int, block: int, blocks_per_sm: int, registers_per_sm: int = 65536,
@@ -95,6 +98,16 @@ def index_bits(plan: VectorPlan) -> int:
     return 64 if max(sizes, default=0) >= INDEX32_LIMIT else 32
 
 
+def interleaves(plan: VectorPlan) -> bool:
+    """Whether the launch interleaves its segments' blocks: where some are pieces of cut rows
+    (``vectorize.segments``). One after the other, the first piece's blocks read part of every row's
+    lines and the second's come back for the rest after the L2 has let them go: on the H200, phi-2's
+    qkv forward at batch 2 read 59.0 MB from DRAM for 46.4 (29.7 µs interleaved against 37.2, ncu and
+    explore in ``benchmarks/results/2026-12-03-interleave/``). Segments that are not pieces (the q, k and
+    v pieces of a qkv gradient) gain nothing: Llama-3's qkv backward 170.6 / 171.3 µs."""
+    return TUNING.interleave and len(plan.segments) > 1 and any(s.segment.row_piece for s in plan.segments)
+
+
 def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     block = block or TUNING.block
     smem = max((seg.smem_bytes for seg in plan.segments), default=0)
@@ -108,4 +121,4 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
                         TUNING.load_hints, TUNING.store_hints, TUNING.keep_hints,
-                        TUNING.plane_order)
+                        TUNING.plane_order, interleaves(plan))

@@ -445,7 +445,7 @@ def warp_tiles(seg: SegmentPlan, params: LaunchParams) -> bool:
     return params.warp_tiles and seg.in_shared_memory and seg.column_groups == 1
 
 
-def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block: int, groups: int,
+def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, local: str, groups: int,
                    params: LaunchParams) -> list[str]:
     """The dispatcher's code for rows staged in registers: the thread's chunk of each staged input
     loaded (consecutive threads on consecutive vectors) for each of its ``repeats`` rows, then each
@@ -454,7 +454,7 @@ def _register_rows(index: int, seg: SegmentPlan, kernel: ir.Kernel, first_block:
     passes = seg.tile_rows // repeats  # rows the block's threads cover at once
     size = sum(s.pitch for s in seg.staged)
     lines = [f"const int column_group = (int)(threadIdx.x % {k});",
-             f"const {IDX} row0 = ({IDX})(block - {first_block}u) * {seg.tile_rows} + threadIdx.x / {k};"]
+             f"const {IDX} row0 = ({IDX}){local} * {seg.tile_rows} + threadIdx.x / {k};"]
     loads, runs, stores = [], [], []
     for r in range(repeats):
         group, regs = f"row0 + {r * passes}", f"regs{r}"
@@ -540,14 +540,41 @@ def _planes(seg: SegmentPlan, launch: SegmentLaunch) -> tuple[int, int] | None:
     return launch.groups // inner, inner // seg.tile_rows
 
 
+def _interleave(launches) -> list[str]:
+    """Blocks of the segments interleaved in proportion to their counts, so that segments over the same
+    rows (the pieces of a cut row) run side by side: ``seg`` and ``local``, the block's segment and its
+    index there. Segment ``s`` against the segments after it, Bresenham's way: of the first ``b + 1``
+    blocks still unassigned, ``floor((b + 1) * n_s / rest)`` are segment ``s``'s."""
+    lines = ["  unsigned int seg, local;", "  {", "    unsigned int b = block;"]
+    rest = sum(launch.blocks for launch in launches)
+    for s, launch in enumerate(launches[:-1]):
+        n = launch.blocks
+        lines += [
+            f"    const unsigned int upto{s} = (unsigned int)((unsigned long long)(b + 1u) * {n}ull / {rest}ull);",
+            f"    const unsigned int before{s} = (unsigned int)((unsigned long long)b * {n}ull / {rest}ull);",
+            f"    if (upto{s} > before{s}) {{ seg = {s}u; local = before{s}; }} else {{",
+            f"    b -= upto{s};",
+        ]
+        rest -= n
+    lines += [f"    seg = {len(launches) - 1}u; local = b;", "    " + "}" * (len(launches) - 1), "  }"]
+    return lines
+
+
 def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
     lines = [
         "PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char* smem) {",
         "  const unsigned int block = blockIdx.x;",
     ]
+    if params.interleave:
+        lines += _interleave(params.segments)
     for i, (seg, launch) in enumerate(zip(plan.segments, params.segments)):
         keyword = "if" if i == 0 else "} else if"
-        lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
+        if params.interleave:
+            lines.append(f"  {keyword} (seg == {i}u) {{")
+            local = "local"
+        else:
+            lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
+            local = f"(block - {launch.first_block}u)"
         if seg.tiled:
             threads, tile = seg.threads_per_row, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
@@ -555,10 +582,10 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                 busy += f" && threadIdx.x < {tile * threads}u"
             planes = _planes(seg, launch) if params.plane_order else None
             if planes is None:
-                lines.append(f"    const unsigned int tile_index = block - {launch.first_block}u;")
+                lines.append(f"    const unsigned int tile_index = {local};")
             else:  # consecutive blocks take the same rows of each plane (they share cos and sin)
                 n, per_plane = planes
-                lines += [f"    const unsigned int b = block - {launch.first_block}u;",
+                lines += [f"    const unsigned int b = {local};",
                           f"    const unsigned int tile_index = (b % {n}u) * {per_plane}u + b / {n}u;"]
             lines += [
                 f"    const {IDX} group = ({IDX})tile_index * {tile} + threadIdx.x / {threads};",
@@ -566,11 +593,11 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                 f"    if (phase == 1 && group < {launch.groups}{busy}) padvec_segment{i}<0>(args, group, smem, 0, col);",
             ]
         elif seg.in_registers:
-            lines += _register_rows(i, seg, plan.kernel, launch.first_block, launch.groups, params)
+            lines += _register_rows(i, seg, plan.kernel, local, launch.groups, params)
         elif seg.whole_rows:
             k, tile = seg.column_groups, seg.tile_rows
             lines += [
-                f"    const {IDX} first_row = ({IDX})(block - {launch.first_block}u) * {tile};",
+                f"    const {IDX} first_row = ({IDX}){local} * {tile};",
                 f"    const int rows = {launch.groups} - first_row < {tile} ? (int)({launch.groups} - first_row) : {tile};",
                 f"    const int tile_row = (int)(threadIdx.x / 32 / {k}) * 32 + (int)(threadIdx.x % 32);",
                 f"    const {IDX} group = first_row + tile_row;",
@@ -586,7 +613,7 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                 lines.append(f"    if (phase == 2) padvec_stage_out{i}(args, first_row, rows, smem);")
         else:
             lines += [
-                f"    const {IDX} group = ({IDX})(block - {launch.first_block}u) * {params.block} + threadIdx.x;",
+                f"    const {IDX} group = ({IDX}){local} * {params.block} + threadIdx.x;",
                 f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, 0, 0);",
             ]
     if params.segments:

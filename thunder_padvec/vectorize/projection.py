@@ -99,6 +99,7 @@ class Segment:
     shape: tuple[int, ...]
     sites: tuple[Site, ...]
     stores: tuple[Store, ...]
+    row_piece: bool = False  # one piece of rows cut into several segments (see vectorize.segments)
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,15 @@ columns (partial rotary: the rotated features, whose halves read each other's, a
 passed through), each piece takes a segment of its own, its columns' offset the store's: a thread
 then holds only its piece's registers, and no thread idles at the other piece's steps. On the H200,
 phi-2's RoPE kernels went from 68 registers to 27, and its forward and backward at batch 2 from
-38.2 to 33.1 µs (``benchmarks/results/2026-12-03-flat-rows/``).
+38.2 to 33.1 µs (``benchmarks/results/2026-12-03-flat-rows/``). A launch holding pieces interleaves
+their blocks (``schedule.Tuning.interleave``), so that the pieces of a row run at about the same time.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 from .. import ir
 from .plan import row_breakpoints
@@ -135,10 +137,8 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | 
     together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
     them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
     rows stay whole), one of which rotates (reads a tensor at two shifts): partial rotary's rotated
-    features and the features it passes through (a plain cat of two tensors stays one segment). Only
-    segments of one output (``ROW_PIECE_OUTPUTS``): on the H200, the qkv form's q and k in one segment,
-    cut, was 8% slower at phi-2's batch 2 (``benchmarks/NOTES.md``, "Rows in pieces")."""
-    if not ROW_PIECES or len(segment.shape) < 2 or not 0 < len(segment.stores) <= ROW_PIECE_OUTPUTS:
+    features and the features it passes through (a plain cat of two tensors stays one segment)."""
+    if not ROW_PIECES or len(segment.shape) < 2 or not segment.stores:
         return None
     row = segment.shape[-1]
     points = sorted(row_breakpoints(kernel, segment) | {0, row})
@@ -181,7 +181,7 @@ def _split_rows(kernel: ir.Kernel, segment: Segment, placed: dict[str, tuple[int
             if max(a, -offsets[-1]) < min(b, size - offsets[-1]):
                 inside[name] = offsets[:-1] + (offsets[-1] + a,)
         if inside:
-            found.append(_segment(kernel, shape, inside))
+            found.append(replace(_segment(kernel, shape, inside), row_piece=True))
     return found
 
 
@@ -189,7 +189,6 @@ MAX_PIECE_SEGMENTS = 8  # pieces of a cat output, at most, that take a segment e
 MIN_PIECE_SLAB = 16  # elements right of the cat's dim, at least (a thread's lanes stay in one piece)
 ROW_PIECES = True  # rows cut into pieces that read no common input columns, a segment each (see _row_pieces)
 MIN_ROW_PIECE_BYTES = 64  # ... each piece of a row at least this wide
-ROW_PIECE_OUTPUTS = 1  # ... in segments of at most this many outputs
 
 
 def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:

@@ -346,7 +346,7 @@ def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, gene
     (seg,) = report.plan.segments
     assert (seg.threads_per_row, seg.row_dim, seg.rows_per_thread, seg.tile_rows) == (8, 1, 4, 32), str(report)
     if planes is None:
-        assert "tile_index = block - 0u;" in report.kernel_source
+        assert "tile_index = (block - 0u);" in report.kernel_source
     else:
         n, per_plane = planes
         assert f"tile_index = (b % {n}u) * {per_plane}u + b / {n}u;" in report.kernel_source

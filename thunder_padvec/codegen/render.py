@@ -540,7 +540,7 @@ def _planes(seg: SegmentPlan, launch: SegmentLaunch) -> tuple[int, int] | None:
     return launch.groups // inner, inner // seg.tile_rows
 
 
-def _interleave(launches) -> list[str]:
+def _interleave(launches: tuple[SegmentLaunch, ...]) -> list[str]:
     """Blocks of the segments interleaved in proportion to their counts, so that segments over the same
     rows (the pieces of a cut row) run side by side: ``seg`` and ``local``, the block's segment and its
     index there. Segment ``s`` against the segments after it, Bresenham's way: of the first ``b + 1``

@@ -251,8 +251,8 @@ def test_interleaved_blocks_take_each_segments_blocks_once_in_order(tmp_path, bl
     launches = [schedule.SegmentLaunch(sum(blocks[:i]), n, n * 256) for i, n in enumerate(blocks)]
     total = sum(blocks)
     body = "\n".join(_interleave(launches))
-    source = ("#include <cstdio>\nint main() {\n  for (unsigned int block = 0; block < %du; ++block) {\n%s\n"
-              '    std::printf("%%u %%u\\n", seg, local);\n  }\n}\n' % (total, body))
+    source = ("#include <cstdio>\nint main() {\n" f"  for (unsigned int block = 0; block < {total}u; ++block) {{\n"
+              + body + '\n    std::printf("%u %u\\n", seg, local);\n  }\n}\n')
     (tmp_path / "interleave.cpp").write_text(source)
     subprocess.run([cxx, "-O1", "-o", str(tmp_path / "interleave"), str(tmp_path / "interleave.cpp")], check=True)
     out = subprocess.run([str(tmp_path / "interleave")], check=True, capture_output=True, text=True).stdout

@@ -338,6 +338,7 @@ def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, gene
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
     monkeypatch.setattr(schedule.TUNING, "plane_order", True)
+    monkeypatch.setattr(vectorize_plan, "LANE_STEPS", False)  # a team of 8 a row, 32 rows a block
     x = randn(2, 8, seq, 128, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(seq, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
@@ -350,6 +351,89 @@ def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, gene
     else:
         n, per_plane = planes
         assert f"tile_index = (b % {n}u) * {per_plane}u + b / {n}u;" in report.kernel_source
+
+
+def _loads_into_registers(source: str) -> int:
+    return len(re.findall(r"padvec_load\w*<\d+>\(g\d+, args\.in", source))
+
+
+def test_steps_side_by_side_take_a_rows_other_half_from_the_lane_that_loaded_it(emulated, generator, monkeypatch):
+    """LitGPT's full-rotary RoPE with 4 heads a thread: two teams of 8 lanes take a row's halves side
+    by side. A lane loads its own chunk of x (4 heads), cos and sin once (6 loads, where one team taking
+    both halves in turn loads 12) and takes x's other half from the lane 8 along, with ``__shfl_sync``
+    (the host loads it again). Every element is written and equals eager's."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.lane_steps, seg.team, seg.rows_per_thread, seg.tile_rows) == (8, 2, 16, 4, 16)
+    assert "2 steps side by side" in seg.mapping
+    source = report.kernel_source
+    assert _loads_into_registers(source) == 6
+    assert source.count("padvec_exchange<8>(") == 4  # x's other half, for each of the 4 heads
+    assert source.count("const int c = own;") == 4  # one code for both halves: the column at run time
+    assert {a.access for a in report.accesses if a.tensor == "x" and a.role == "input"} == {"cached", "exchanged"}
+
+    monkeypatch.setattr(vectorize_plan, "LANE_STEPS", False)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    report = _report(jitted)
+    assert report.plan.segments[0].lane_steps == 1 and _loads_into_registers(report.kernel_source) == 12
+
+
+def test_steps_side_by_side_only_where_the_lanes_own_every_load(emulated, generator, monkeypatch):
+    """Not side by side: one head a thread (the registers they would save are the heads'), rows that
+    leave a block's last team partly past the end (every lane of a warp must exchange), and phi-2's
+    partial rotary, whose passed-through features read x at columns no step starts at."""
+    from thunder_padvec.examples import litgpt_rope
+
+    x = randn(1, 4, 8, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)  # the launch floor: one head a thread
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    (seg,) = _report(jitted).plan.segments
+    assert (seg.rows_per_thread, seg.lane_steps) == (1, 1)
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(1, 4, 6, 128, dtype=torch.bfloat16, generator=generator)  # 6 teams of 4 heads: 16 a block
+    cos, sin = (randn(6, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    (seg,) = _report(jitted).plan.segments
+    assert (seg.rows_per_thread, seg.lane_steps) == (4, 1)
+
+    x = randn(1, 8, 64, 80, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.segments"), "ROW_PIECES", False)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 32)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 32))
+    assert all(s.lane_steps == 1 for s in _report(jitted).plan.segments)
+
+
+def _halves_of_two_inputs(a, b, cos, sin):
+    return torch.cat((a, b), -1) * cos + sin
+
+
+def test_steps_side_by_side_where_only_one_team_may_load_an_input(emulated, generator, monkeypatch):
+    """A row made of two inputs of 64 features each: the first team loads both (b at its own column
+    is b's first chunk), and the second team takes b's from it; the second team's own column (64)
+    is past the end of a and b, so their loads are the first team's alone."""
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    a, b = (randn(2, 8, 64, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(_halves_of_two_inputs, a, b, cos, sin)
+    assert torch.equal(out, _halves_of_two_inputs(a, b, cos, sin))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.lane_steps, seg.rows_per_thread) == (2, 4), str(report)
+    source = report.kernel_source
+    assert len(re.findall(r"if \(step == 0\) padvec_load\w*<8>\(g\d+, args\.in[01]", source)) == 8
+    assert source.count("padvec_exchange<8>(") == 4  # b, for each of the 4 heads
 
 
 def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, generator):

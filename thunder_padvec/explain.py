@@ -10,6 +10,7 @@ from . import ir
 from .fusion import Fallback, PadvecFusion, Specialization
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
+from .vectorize.plan import step_distance
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Access:
     projected_extent: int  # the contiguous inner elements the analysis projected onto it
     width: int  # elements per vector access
     access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
+    #              "exchanged": a chunk another lane of the warp loaded as its own (steps side by side);
     #              "staged": rows copied between global and shared memory (or registers), coalesced (an
     #              input's one read, an output's one write); "shared": a read of a row staged in shared
     #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes
@@ -102,6 +104,8 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
             if isinstance(node, ir.LOADS):
                 staged = "register" if seg.in_registers else "shared"
                 kind = staged if seg.staging(node.name) else "cached" if site.aligned else "direct"
+                if seg.lane_steps > 1 and kind == "direct" and step_distance(seg, site):
+                    kind = "exchanged"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

@@ -212,3 +212,15 @@ template <int W, typename T> PADVEC_FN void padvec_store_once(T* dst, const T* s
 template <int W, typename T> PADVEC_FN void padvec_fill_zero(T* dst) {
   for (int i = 0; i < W; ++i) dst[i] = T{};
 }
+
+#ifdef __CUDA_ARCH__
+// dst = the W elements that lane ``lane`` of this thread's team of ``team`` lanes holds in src
+// (every lane of the warp calls it; a vector of whole 32-bit words)
+template <int W, typename T> PADVEC_FN void padvec_exchange(T* dst, const T* src, int lane, int team) {
+  constexpr int words = W * (int)sizeof(T) / 4;
+  const unsigned int* from = reinterpret_cast<const unsigned int*>(src);
+  unsigned int* to = reinterpret_cast<unsigned int*>(dst);
+#pragma unroll
+  for (int i = 0; i < words; ++i) to[i] = __shfl_sync(0xffffffffu, from[i], lane, team);
+}
+#endif

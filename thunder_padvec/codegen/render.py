@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from .. import ir
 from ..schedule import LaunchParams, SegmentLaunch
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
-from ..vectorize.plan import WARP, shared_by_rows
+from ..vectorize.plan import WARP, shared_by_rows, step_distance
 from . import scalar
 
 IDX = "padvec_idx"
@@ -52,6 +52,11 @@ class _Segment:
     step_guard: str = ""
     loads: dict = field(default_factory=dict)  # (address, guard, width) -> register array
     hoisted: list = field(default_factory=list)
+    # Steps side by side (``seg.lane_steps``): rendering them, and per own-chunk load the steps whose
+    # lanes load it as their own chunk and the distances to the owners that other lanes take it from.
+    lane_step: bool = False
+    owners: dict = field(default_factory=dict)  # own load key -> the steps whose lanes load it
+    exchanges: dict = field(default_factory=dict)  # own load key -> {distance: (register, direct address)}
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -82,13 +87,16 @@ class _Segment:
             step = f"(({step}) % {self.shape[ref_dim]})"
         return f"(c{ref_dim} + {step})"
 
-    def node_coord(self, site: Site, dim: int, predicate: bool = False, lane: int | None = None) -> str | int:
+    def node_coord(self, site: Site, dim: int, predicate: bool = False, lane: int | None = None,
+                   column: str | None = None) -> str | int:
         """The node's coordinate along ``dim`` at lane ``l`` (or at the compile-time column ``lane``
-        of a tiled step); an int where it is constant."""
+        of a tiled step, or at the run-time ``column`` of a lane's own chunk); an int where it is constant."""
         ref, offset = site.index_map[dim]
         if ref is None:
             return offset
         last = len(self.shape) - 1
+        if column is not None and ref == last:
+            return f"c{last} + {column}"
         if lane is not None and ref == last:
             return lane + offset if predicate else f"c{last} + {lane + offset}"
         return self.lane_coord(ref, predicate) + (f" + {offset}" if offset else "")
@@ -168,14 +176,14 @@ def _store_op(params: LaunchParams) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = None) -> str:
+def _global_address(r: _Segment, site: Site, node: ir.Node, lane: int | None = None, column: str | None = None) -> str:
     """The address of a site's lane of an input or of a view (its dims' components, see vectorize.views)."""
     layout = r.plan.layout_of(node)
     source = r.plan.kernel.node(node.operand) if isinstance(node, ir.View) else node
     components = layout.parts(node.type.shape)
     terms = [str(layout.offset)] if layout.offset else []
     for dim, parts in enumerate(components):
-        coord = r.node_coord(site, dim, lane=lane)
+        coord = r.node_coord(site, dim, lane=lane, column=column)
         if coord == 0:
             continue
         if _row_invariant(r, site, dim, parts):  # the thread's rows read one row of this input
@@ -224,7 +232,65 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
     return lines
 
 
+def _render_own_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:
+    """A load of steps taken side by side: the lanes ``d`` teams along (``step_distance``) load the
+    chunk as their own, at ``own``, their step's first column; the lane takes it from them (see
+    ``_own_loads``)."""
+    seg = r.seg
+    distance = step_distance(seg, site)
+    if distance is None:  # no step reads it (the code that would is selected away)
+        return [_declare(r, site), *(f"padvec_fill_zero<{width}>(&s{site.id}[{j}]);" for j in range(0, seg.chunk, width))]
+    guard = r.box_guard(site.box[:-1] + ((0, r.shape[-1]),))
+    key = (_global_address(r, site, node, column="own"), guard, width)
+    if key not in r.loads:
+        r.loads[key] = f"g{len(r.loads)}"
+        r.owners[key], r.exchanges[key] = set(), {}
+        r.hoisted.append((key, site, node))
+    lo, hi = site.box[-1]
+    n = seg.lane_steps
+    r.owners[key].update((k + distance) % n for k, (first, _) in enumerate(seg.steps) if lo <= first * seg.chunk < hi)
+    reg = r.loads[key]
+    if distance:
+        reg = f"{reg}_{distance}"
+        r.exchanges[key][distance] = (reg, _global_address(r, site, node, column=f"own{distance}"))
+    return [_declare(r, site), f"padvec_load<{width}>(&s{site.id}[0], {reg});"]
+
+
+def _own_loads(r: _Segment) -> list[str]:
+    """The own-chunk loads of steps taken side by side, then the exchanges: a lane's register of
+    another step's chunk is the owner's, read with ``__shfl_sync`` (every lane of the warp takes part:
+    the segment's blocks hold whole teams of rows, see ``vectorize.plan.lane_steps``). The host runs a block's
+    threads one after another and loads those chunks again instead."""
+    seg = r.seg
+    lines = []
+    for key, site, node in r.hoisted:
+        (address, guard, width), reg = key, r.loads[key]
+        ctype = scalar.CTYPE[node.type.dtype]
+        owners = sorted(r.owners[key])
+        terms = [" || ".join(f"step == {m}" for m in owners)] if len(owners) < seg.lane_steps else []
+        terms += [guard] if guard != "true" else []
+        condition = " && ".join(f"({t})" if "||" in t else t for t in terms)
+        load = f"{_load_op(r.params, _read_once(r, site, node), node)}<{width}>({reg}, {address});"
+        lines += [f"alignas(16) {ctype} {reg}[{width}];",
+                  f"if ({condition}) {load} else padvec_fill_zero<{width}>({reg});" if condition else load]
+    for key, site, node in r.hoisted:
+        (_, guard, width), reg = key, r.loads[key]
+        ctype = scalar.CTYPE[node.type.dtype]
+        for distance, (other, address) in sorted(r.exchanges[key].items()):
+            source = f"((step + {distance}) % {seg.lane_steps}) * {seg.threads_per_row} + col / {seg.chunk}"
+            load = f"padvec_load<{width}>({other}, {address});"
+            lines += [f"alignas(16) {ctype} {other}[{width}];",
+                      "#ifdef __CUDA_ARCH__",
+                      f"padvec_exchange<{width}>({other}, {reg}, {source}, {seg.team});",
+                      "#else",
+                      f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load,
+                      "#endif"]
+    return lines
+
+
 def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str]:
+    if r.lane_step:
+        return _render_own_load(r, site, node, width)
     if r.step_column is not None:
         return _render_hoisted_load(r, site, node, width)
     staging = r.seg.staging(node.name)
@@ -413,7 +479,9 @@ def _render_chunk(r: _Segment) -> list[str]:
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
     r = _Segment(plan, seg, params)
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
-    if seg.tiled:  # one block per row and step: its first column, and the threads that take part
+    if seg.tiled and seg.lane_steps > 1:
+        body += _render_lane_steps(r)
+    elif seg.tiled:  # one block per row and step: its first column, and the threads that take part
         steps = []  # threads past the busiest step returned early: only narrower steps need a guard
         for row in range(seg.rows_per_thread):
             r.row = row if seg.rows_per_thread > 1 else None
@@ -438,6 +506,22 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: Laun
     head = (f"template <int G> PADVEC_FN void padvec_segment{index}(const padvec_args& args, const {IDX} group, "
             f"unsigned char* smem, const int tile_row, const int col) {{")
     return [head, *("  " + line for line in body), "}", ""]
+
+
+def _render_lane_steps(r: _Segment) -> list[str]:
+    """Steps side by side: lane ``col / chunk`` of team ``step`` runs the row's code at column
+    ``own``, its step's first column, a run-time value (the pieces' selects are made per lane)."""
+    seg = r.seg
+    team_columns = seg.threads_per_row * seg.chunk
+    head = [f"const int step = (int)(threadIdx.x / {seg.threads_per_row}) % {seg.lane_steps};",
+            f"const int own = step * {team_columns};"]
+    head += [f"const int own{d} = ((step + {d}) % {seg.lane_steps}) * {team_columns};" for d in range(1, seg.lane_steps)]
+    r.lane_step = True
+    rows = []
+    for row in range(seg.rows_per_thread):
+        r.row = row if seg.rows_per_thread > 1 else None
+        rows += ["{", "  const int c = own;", *("  " + line for line in _render_chunk(r)), "}"]
+    return head + _own_loads(r) + rows
 
 
 def warp_tiles(seg: SegmentPlan, params: LaunchParams) -> bool:
@@ -576,10 +660,10 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
             lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
             local = f"(block - {launch.first_block}u)"
         if seg.tiled:
-            threads, tile = seg.threads_per_row, seg.tile_rows
+            threads, team, tile = seg.threads_per_row, seg.team, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
-            if params.block % threads:  # teams that do not divide the block: the threads past the last sit out
-                busy += f" && threadIdx.x < {tile * threads}u"
+            if params.block % team:  # teams that do not divide the block: the threads past the last sit out
+                busy += f" && threadIdx.x < {tile * team}u"
             planes = _planes(seg, launch) if params.plane_order else None
             if planes is None:
                 lines.append(f"    const unsigned int tile_index = {local};")
@@ -588,10 +672,11 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                 lines += [f"    const unsigned int b = {local};",
                           f"    const unsigned int tile_index = (b % {n}u) * {per_plane}u + b / {n}u;"]
             lines += [
-                f"    const {IDX} group = ({IDX})tile_index * {tile} + threadIdx.x / {threads};",
+                f"    const {IDX} group = ({IDX})tile_index * {tile} + threadIdx.x / {team};",
                 f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
-                f"    if (phase == 1 && group < {launch.groups}{busy}) padvec_segment{i}<0>(args, group, smem, 0, col);",
             ]
+            lines.append(f"    if (phase == 1 && group < {launch.groups}{busy}) "
+                         f"padvec_segment{i}<0>(args, group, smem, 0, col);")
         elif seg.in_registers:
             lines += _register_rows(i, seg, plan.kernel, local, launch.groups, params)
         elif seg.whole_rows:

@@ -30,6 +30,15 @@ and only where they cut a row's share of the loads held in registers (``hoisted_
 heads per thread; the qkv form (q and k: 4 of 8) and phi-2's partial rotary take one, as the registers
 of several rows cost more warps than the shared loads save.
 
+Steps side by side. Where a tiled row's steps are all whole (the threads of the team busy at each)
+and every load of a step is some step's own chunk of the input (a RoPE: x at the lane's column and
+at the other half's, cos and sin at the lane's column), ``lane_steps`` teams of lanes take the steps
+side by side instead of one team taking them in turn: lane ``t`` of the ``k``-th team runs step ``k``
+alone, loads its own chunk of each input once and takes the other steps' chunks from the lanes
+that loaded them (``__shfl_sync`` within a warp). The x of a row is still read once, but a thread
+holds a chunk per input where it held one per step and input: LitGPT's full-rotary forward in 48
+registers instead of 73, 5 blocks of 256 per SM instead of 3.
+
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
 threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
 memory are copied in before the arithmetic, outputs copied out after it, and every read of a
@@ -76,6 +85,8 @@ MIN_EXACT_THREADS = 4  # ... of at least this many (fewer take more chunks each:
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
+LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange their chunks (see lane_steps)
+LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 ROW_SHARING = 0.6  # several rows per thread only where that cuts a row's loads to this fraction, at most
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
@@ -134,6 +145,12 @@ class SegmentPlan:
     rows_per_thread: int = 1
     in_registers: bool = False  # staged rows held in registers, a chunk per thread (see Register rows)
     repeats: int = 1  # register rows: rows a thread takes, a block's width apart, their loads in flight together
+    lane_steps: int = 1  # tiled: teams of lanes side by side, each taking one step of the row (see lane_steps)
+
+    @property
+    def team(self) -> int:
+        """Tiled: the consecutive threads that take a row (``threads_per_row`` a step, all steps)."""
+        return self.threads_per_row * self.lane_steps
 
     @property
     def whole_rows(self) -> bool:
@@ -144,8 +161,10 @@ class SegmentPlan:
         """How threads cover the segment, in words."""
         shape = "x".join(map(str, self.segment.shape))
         if self.tiled:
-            return (f"[{shape}] rows shared by {self.threads_per_row} threads, {self.chunk}-lane chunks, "
-                    f"{len(self.steps)} steps" + (f", {self.rows_per_thread} rows per thread along dim {self.row_dim}"
+            steps = (f"{len(self.steps)} steps side by side (chunks exchanged in the warp)" if self.lane_steps > 1
+                     else f"{len(self.steps)} steps")
+            return (f"[{shape}] rows shared by {self.team} threads, {self.chunk}-lane chunks, "
+                    f"{steps}" + (f", {self.rows_per_thread} rows per thread along dim {self.row_dim}"
                                                   if self.rows_per_thread > 1 else ""))
         if self.in_registers:
             return (f"[{shape}] a row per {self.column_groups} threads, a {self.chunk}-lane chunk each, "
@@ -172,7 +191,7 @@ class SegmentPlan:
     @property
     def tile_rows(self) -> int:
         """Rows a block covers (row mode)."""
-        return WARP * STAGED_WARPS // (self.column_groups * self.threads_per_row) * self.repeats
+        return WARP * STAGED_WARPS // (self.column_groups * self.team) * self.repeats
 
     @property
     def in_shared_memory(self) -> bool:
@@ -381,6 +400,78 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
             kernel, seg, dim, 1, layouts):
         rows = 1
     return (dim, rows) if rows > 1 else (None, 1)
+
+
+def step_distance(seg: SegmentPlan, site: Site) -> int | None:
+    """Steps side by side: how many teams along (mod the steps) the lanes are whose own chunk holds
+    what a load site reads, the same at every step that reads it; 0 where that is the lane's own
+    chunk, None where no step reads it, -1 where no lane's own chunk holds it or the steps differ."""
+    n, team_columns = len(seg.steps), seg.threads_per_row * seg.chunk
+    (ref, offset), (lo, hi) = site.index_map[-1] if site.index_map else ((None, 0), (0, 0)), site.box[-1]
+    distances = set()
+    for k, (first, _) in enumerate(seg.steps):
+        column = first * seg.chunk
+        if lo <= column < hi:
+            owner, rest = divmod(column + offset, team_columns)
+            if ref != len(seg.segment.shape) - 1 or rest or not 0 <= owner < n:
+                return -1
+            distances.add((owner - k) % n)
+    if not distances:
+        return None
+    return distances.pop() if len(distances) == 1 else -1
+
+
+def _uniform_sites(kernel: ir.Kernel, seg: SegmentPlan) -> float:
+    """The computed sites of every step (what lanes running one code compute) over those of a
+    step on average (what a step's own code computes, its other sites folded away)."""
+    columns = [first * seg.chunk for first, _ in seg.steps]
+    every, own = 0, 0
+    for site in seg.segment.sites:
+        if isinstance(kernel.node(site.node), (*ir.LOADS, ir.Slice, ir.Broadcast)):
+            continue
+        lo, hi = site.box[-1]
+        steps = sum(lo <= column < hi for column in columns)
+        every, own = every + (steps > 0), own + steps
+    return every * len(columns) / own if own else 1.0
+
+
+def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
+    """How many teams take a tiled row's steps side by side (``len(steps)``), or 1 (one team, in
+    turn). Side by side where the steps are whole and consecutive (step ``k`` is chunks ``k * t`` to
+    ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly, and every load is one
+    chunk-wide vector held by the lanes the same number of teams along at every step that reads it
+    (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
+    where the blocks hold whole teams of rows only (every lane of a warp takes part in the exchanges),
+    a thread takes several rows (the registers it saves are those rows' loads), and that one code holds
+    at most ``LANE_STEPS_MAX_SITES`` times the computed sites of a step's own (the forward's selects of
+    the cat's halves: 1.1; the backward's pads of both halves, computed by every lane: 1.3).
+
+    On the H200, same process, one team in turn / side by side (``benchmarks/results/2026-12-03-lane-steps/``,
+    ``explore-lane-steps-fwd.log``; torch.compile in brackets): LitGPT's RoPE forward, Llama-2 b2 37.3 /
+    36.7 µs (36.6), Llama-3 b1 38.7 / 38.0 (38.0), b2 72.0 / 70.4 (70.0), Mistral b2 37.2 / 36.7 (36.6), the
+    batch-1 rows of Llama-2, Mistral and Gemma within 0.5%; the grouped-query qkv forward, Llama-3 b1 86.7
+    / 82.6 (89.4), b2 165.9 / 158.8 (172.5), Mistral b1 43.8 / 42.4 (48.6), b2 84.0 / 80.1 (89.9). With one
+    row a thread: phi-2's RoPE forward b2 16.0 / 16.8, Llama-2's qkv forward b2 70.0 / 71.3. Backward
+    kernels (``explore-lane-steps-bwd.log``, fwd+bwd): Llama-2 b1 RoPE 41.2 / 44.6, Llama-3 b2 141.7 / 149.8."""
+    n, threads = len(seg.steps), seg.threads_per_row
+    if not (LANE_STEPS and seg.tiled and n > 1 and WARP % (n * threads) == 0 and seg.rows_per_thread > 1):
+        return 1
+    if seg.steps != tuple((k * threads, threads) for k in range(n)):
+        return 1
+    if seg.groups % replace(seg, lane_steps=n).tile_rows:
+        return 1
+    if _uniform_sites(kernel, seg) > LANE_STEPS_MAX_SITES:
+        return 1
+    for site in seg.segment.sites:
+        node = kernel.node(site.node)
+        if not isinstance(node, ir.LOADS):
+            continue
+        distance = step_distance(seg, site)
+        if distance is None:
+            continue
+        if distance < 0 or seg.widths[site.id] != seg.chunk or seg.chunk * node.type.dtype.itemsize % 4:
+            return 1
+    return n
 
 
 def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict[str, Layout]) -> int:
@@ -612,6 +703,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         if seg.tiled:
             row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
+            seg = replace(seg, lane_steps=lane_steps(kernel, seg))
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import re
 
 import thunder_padvec
 import thunder
@@ -29,6 +28,8 @@ from thunder_padvec.bench.cases import build, cases, executor
 from thunder_padvec.explain import explain, fusions
 from thunder_padvec.runtime import launch, nvrtc
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
+
+from loop_probe import _registers  # ptxas's registers through NVRTC (this folder)
 
 KERNEL = """
 extern "C" __global__ void __launch_bounds__({block}, {min_blocks}) padvec_kernel(const padvec_args args) {{
@@ -97,16 +98,6 @@ def _variant(body: str, case, rows: int, shuffle: bool, block: int, min_blocks: 
     groups = c.batch * (c.n_head // rows) * c.seq
     assert (groups * team) % block == 0
     return body[:start] + kernel, groups * team // block
-
-
-def _registers(source: str) -> str:
-    lib = nvrtc._nvrtc()
-    program = nvrtc._check(lib.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], []), "nvrtcCreateProgram")
-    options = [b"--gpu-architecture=sm_90", *(o.encode() for o in nvrtc.OPTIONS), b"--ptxas-options=-v"]
-    lib.nvrtcCompileProgram(program, len(options), options)
-    log = nvrtc._log(lib, program)
-    lib.nvrtcDestroyProgram(program)
-    return ",".join(re.findall(r"Used (\d+) registers", log))
 
 
 def main() -> None:

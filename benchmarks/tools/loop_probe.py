@@ -89,6 +89,39 @@ def _registers(source: str) -> str:
     return ",".join(re.findall(r"Used (\d+) registers", log))
 
 
+class Probe:
+    """padvec built on one of the suite's cases, for swapping its kernel: ``spec`` (module and launch
+    parameters to replace), ``report`` (its plan and launch), ``timed(label, note)`` (the output checked
+    against eager's, NaN-filled first, then the CUDA-graph time beside the copy's) and ``peers()``
+    (torch.compile and the copy, printed after the variants)."""
+
+    def __init__(self, case, label_width: int) -> None:
+        self.case, self.width = case, label_width
+        self.fn, self.inputs, self.expected, self.io_bytes, _ = build(case)
+        self.copy = copy_roofline_ms(self.io_bytes)
+        self.jitted = thunder.jit(self.fn, executors=[thunder_padvec.padvec])
+        self.jitted(*self.inputs)
+        ((self.fusion, _),) = fusions(thunder.last_traces(self.jitted)[-1])
+        self.spec, (self.report,) = self.fusion.last, explain(self.jitted)
+
+    def _print(self, label: str, text: str) -> None:
+        print(f"{self.case.id:36s} {label:{self.width}s} {text}", flush=True)
+
+    def timed(self, label: str, note: str = "") -> None:
+        self.fusion._poison = True  # outputs filled with NaN before the launch: unwritten elements show
+        same = torch.equal(self.jitted(*self.inputs), self.expected[0])
+        self.fusion._poison = False
+        ms = graph_median_ms(lambda: self.jitted(*self.inputs))
+        self._print(label, f"{ms * 1e3:7.1f} us {gbps(self.io_bytes, ms):6.0f} GB/s "
+                           f"{self.copy / ms:6.1%} of copy  equal to eager: {same}  {note}")
+
+    def peers(self) -> None:
+        compiled = executor("torch.compile", self.case, self.fn)
+        ms = graph_median_ms(lambda: compiled(*self.inputs))
+        self._print("torch.compile", f"{ms * 1e3:7.1f} us {self.copy / ms:6.1%} of copy")
+        self._print("copy", f"{self.copy * 1e3:7.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", nargs="+", required=True)
@@ -99,41 +132,23 @@ def main() -> None:
     major, minor = torch.cuda.get_device_capability(device)
     arch = f"sm_{major}{minor}"
     for case_id in args.cases:
-        case = by_id[case_id]
-        fn, inputs, expected, io_bytes, _ = build(case)
-        copy = copy_roofline_ms(io_bytes)
-        jitted = thunder.jit(fn, executors=[thunder_padvec.padvec])
-        jitted(*inputs)
-        ((fusion, _),) = fusions(thunder.last_traces(jitted)[-1])
-        spec, (report,) = fusion.last, explain(jitted)
+        probe = Probe(by_id[case_id], 18)
+        spec, report = probe.spec, probe.report
         (seg,) = report.plan.segments
         rows = seg.rows_per_thread
         assert seg.tiled and seg.chunk == 8 and rows > 1 and len(seg.steps) == 2, report.launch
         built = spec.module
-
-        def timed(label: str, note: str = "", fusion=fusion, jitted=jitted, inputs=inputs, expected=expected) -> None:
-            fusion._poison = True  # outputs filled with NaN before the launch: unwritten elements show
-            same = torch.equal(jitted(*inputs), expected[0])
-            fusion._poison = False
-            ms = graph_median_ms(lambda: jitted(*inputs))
-            print(f"{case_id:36s} {label:18s} {ms * 1e3:7.1f} us {gbps(io_bytes, ms):6.0f} GB/s "
-                  f"{copy / ms:6.1%} of copy  equal to eager: {same}  {note}", flush=True)
-
         body = codegen.render(report.plan, report.launch)
-        timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
-                                 f"blocks/SM {built.resources(report.launch.block)[2]}")
+        probe.timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
+                                       f"blocks/SM {built.resources(report.launch.block)[2]}")
         for unroll in args.unrolls:
-            source = codegen.device_source(_variant_body(body, case, rows, unroll))
+            source = codegen.device_source(_variant_body(body, probe.case, rows, unroll))
             spec.module = launch.CudaModule(nvrtc.compile_cubin(source, arch), device)
-            timed(f"loop, unroll {unroll}", f"registers {_registers(source)}, "
-                                            f"blocks/SM {spec.module.resources(report.launch.block)[2]}")
+            probe.timed(f"loop, unroll {unroll}", f"registers {_registers(source)}, "
+                                                  f"blocks/SM {spec.module.resources(report.launch.block)[2]}")
         spec.module = built
-        timed("padvec again")
-        compiled = executor("torch.compile", case, fn)
-        ms = graph_median_ms(lambda: compiled(*inputs))
-        print(f"{case_id:36s} {'torch.compile':18s} {ms * 1e3:7.1f} us {copy / ms:6.1%} of copy", flush=True)
-        print(f"{case_id:36s} {'copy':18s} {copy * 1e3:7.1f} us", flush=True)
-
+        probe.timed("padvec again")
+        probe.peers()
 
 if __name__ == "__main__":
     main()

@@ -19,17 +19,13 @@ import argparse
 import dataclasses
 import itertools
 
-import thunder_padvec
-import thunder
 import torch
 
 from thunder_padvec import codegen
-from thunder_padvec.bench.cases import build, cases, executor
-from thunder_padvec.explain import explain, fusions
+from thunder_padvec.bench.cases import cases
 from thunder_padvec.runtime import launch, nvrtc
-from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
 
-from loop_probe import _registers  # ptxas's registers through NVRTC (this folder)
+from loop_probe import Probe, _registers  # the case harness and ptxas's registers (this folder)
 
 KERNEL = """
 extern "C" __global__ void __launch_bounds__({block}, {min_blocks}) padvec_kernel(const padvec_args args) {{
@@ -114,44 +110,26 @@ def main() -> None:
     major, minor = torch.cuda.get_device_capability(device)
     arch = f"sm_{major}{minor}"
     for case_id in args.cases:
-        case = by_id[case_id]
-        fn, inputs, expected, io_bytes, _ = build(case)
-        copy = copy_roofline_ms(io_bytes)
-        jitted = thunder.jit(fn, executors=[thunder_padvec.padvec])
-        jitted(*inputs)
-        ((fusion, _),) = fusions(thunder.last_traces(jitted)[-1])
-        spec, (report,) = fusion.last, explain(jitted)
+        probe = Probe(by_id[case_id], 22)
+        spec, report = probe.spec, probe.report
         built, params = spec.module, spec.params
-
-        def timed(label: str, note: str = "", fusion=fusion, jitted=jitted, inputs=inputs, expected=expected,
-                  case_id=case_id, io_bytes=io_bytes, copy=copy) -> None:
-            fusion._poison = True  # outputs filled with NaN before the launch: unwritten elements show
-            same = torch.equal(jitted(*inputs), expected[0])
-            fusion._poison = False
-            ms = graph_median_ms(lambda: jitted(*inputs))
-            print(f"{case_id:36s} {label:22s} {ms * 1e3:7.1f} us {gbps(io_bytes, ms):6.0f} GB/s "
-                  f"{copy / ms:6.1%} of copy  equal to eager: {same}  {note}", flush=True)
-
         body = codegen.render(report.plan, report.launch)
-        timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
-                                 f"blocks/SM {built.resources(report.launch.block)[2]}")
+        probe.timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
+                                       f"blocks/SM {built.resources(report.launch.block)[2]}")
         for shuffle in (True, False) if args.loads else (True,):
             for rows in args.rows:
                 for block, min_blocks, keep_x in itertools.product(args.blocks, args.min_blocks,
                                                                    (True, False) if args.plain_x else (True,)):
-                    variant, grid = _variant(body, case, rows, shuffle, block, min_blocks, keep_x)
+                    variant, grid = _variant(body, probe.case, rows, shuffle, block, min_blocks, keep_x)
                     source = codegen.device_source(variant)
                     spec.module = launch.CudaModule(nvrtc.compile_cubin(source, arch), device)
                     spec.params = dataclasses.replace(params, grid=grid, block=block)
-                    timed(f"{'shfl' if shuffle else 'load'} r{rows} b{block} m{min_blocks}{'' if keep_x else ' x plain'}",
-                          f"registers {_registers(source)}, blocks/SM {spec.module.resources(block)[2]}, grid {grid}")
+                    probe.timed(f"{'shfl' if shuffle else 'load'} r{rows} b{block} m{min_blocks}"
+                                f"{'' if keep_x else ' x plain'}",
+                                f"registers {_registers(source)}, blocks/SM {spec.module.resources(block)[2]}, grid {grid}")
         spec.module, spec.params = built, params
-        timed("padvec again")
-        compiled = executor("torch.compile", case, fn)
-        ms = graph_median_ms(lambda compiled=compiled, inputs=inputs: compiled(*inputs))
-        print(f"{case_id:36s} {'torch.compile':22s} {ms * 1e3:7.1f} us {copy / ms:6.1%} of copy", flush=True)
-        print(f"{case_id:36s} {'copy':22s} {copy * 1e3:7.1f} us", flush=True)
-
+        probe.timed("padvec again")
+        probe.peers()
 
 if __name__ == "__main__":
     main()

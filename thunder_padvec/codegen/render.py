@@ -479,7 +479,7 @@ def _render_chunk(r: _Segment) -> list[str]:
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
     r = _Segment(plan, seg, params)
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
-    if seg.tiled and seg.lane_steps > 1:
+    if seg.lane_steps > 1:  # tiled, its steps side by side
         body += _render_lane_steps(r)
     elif seg.tiled:  # one block per row and step: its first column, and the threads that take part
         steps = []  # threads past the busiest step returned early: only narrower steps need a guard

@@ -36,7 +36,7 @@ at the other half's, cos and sin at the lane's column), ``lane_steps`` teams of 
 side by side instead of one team taking them in turn: lane ``t`` of the ``k``-th team runs step ``k``
 alone, loads its own chunk of each input once and takes the other steps' chunks from the lanes
 that loaded them (``__shfl_sync`` within a warp). The x of a row is still read once, but a thread
-holds a chunk per input where it held one per step and input: LitGPT's full-rotary forward in 48
+holds a chunk per input where it held one per step and input: LitGPT's full-rotary forward in 44
 registers instead of 73, 5 blocks of 256 per SM instead of 3.
 
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive

@@ -415,35 +415,6 @@ def test_steps_side_by_side_only_where_the_lanes_own_every_load(emulated, genera
     assert all(s.lane_steps == 1 for s in _report(jitted).plan.segments)
 
 
-def test_steps_side_by_side_pad_a_team_of_6_to_8_lanes_that_repeat_the_last_chunk(emulated, generator, monkeypatch):
-    """Phi-3's rows of 96 (halves of 6 chunks): teams of 6 lanes a half would not divide a warp, so two
-    teams of 8 take the halves side by side, lanes 6 and 7 of each repeating lane 5's chunk (the same
-    loads and stores: no guard, and every lane takes part in the exchanges). With the padding off, one
-    team of 6 takes both halves in turn. Every element is written once and equals eager's."""
-    from thunder_padvec.examples import litgpt_rope
-
-    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
-    x = randn(2, 8, 64, 96, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(64, 96, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 96)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, 96))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
-    assert (seg.threads_per_row, seg.busy_threads, seg.steps, seg.lane_steps, seg.team) == (
-        8, 6, ((0, 6), (6, 6)), 2, 16), str(report)
-    assert (seg.rows_per_thread, seg.tile_rows, seg.step_columns) == (4, 16, 48)
-    source = report.kernel_source
-    assert "const int col = ((int)(threadIdx.x % 8) < 6 ? (int)(threadIdx.x % 8) : 5) * 8;" in source
-    assert "const int own1 = ((step + 1) % 2) * 48;" in source
-    assert source.count("padvec_exchange<8>(") == 4 and _loads_into_registers(source) == 6
-
-    monkeypatch.setattr(vectorize_plan, "PADDED_TEAMS", False)
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 96)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, 96))
-    (seg,) = _report(jitted).plan.segments
-    assert (seg.threads_per_row, seg.lane_steps) == (6, 1)
-
-
 def _halves_of_two_inputs(a, b, cos, sin):
     return torch.cat((a, b), -1) * cos + sin
 

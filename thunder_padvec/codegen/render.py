@@ -512,7 +512,7 @@ def _render_lane_steps(r: _Segment) -> list[str]:
     """Steps side by side: lane ``col / chunk`` of team ``step`` runs the row's code at column
     ``own``, its step's first column, a run-time value (the pieces' selects are made per lane)."""
     seg = r.seg
-    team_columns = seg.step_columns
+    team_columns = seg.threads_per_row * seg.chunk
     head = [f"const int step = (int)(threadIdx.x / {seg.threads_per_row}) % {seg.lane_steps};",
             f"const int own = step * {team_columns};"]
     head += [f"const int own{d} = ((step + {d}) % {seg.lane_steps}) * {team_columns};" for d in range(1, seg.lane_steps)]
@@ -662,9 +662,6 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         if seg.tiled:
             threads, team, tile = seg.threads_per_row, seg.team, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
-            lane = f"(int)(threadIdx.x % {threads})"
-            if seg.lane_steps > 1 and busy:  # every lane takes part in the exchanges: the extra ones repeat the last chunk
-                busy, lane = "", f"({lane} < {seg.busy_threads} ? {lane} : {seg.busy_threads - 1})"
             if params.block % team:  # teams that do not divide the block: the threads past the last sit out
                 busy += f" && threadIdx.x < {tile * team}u"
             planes = _planes(seg, launch) if params.plane_order else None
@@ -676,7 +673,7 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
                           f"    const unsigned int tile_index = (b % {n}u) * {per_plane}u + b / {n}u;"]
             lines += [
                 f"    const {IDX} group = ({IDX})tile_index * {tile} + threadIdx.x / {team};",
-                f"    const int col = {lane} * {seg.chunk};",
+                f"    const int col = (int)(threadIdx.x % {threads}) * {seg.chunk};",
             ]
             lines.append(f"    if (phase == 1 && group < {launch.groups}{busy}) "
                          f"padvec_segment{i}<0>(args, group, smem, 0, col);")

@@ -87,8 +87,6 @@ NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
-LANE_STEPS_MIN_ROWS = 2  # ... where a thread takes at least this many rows
-PADDED_TEAMS = True  # ... with teams padded to a power of two (the extra lanes repeat the last chunk) where they must
 ROW_SHARING = 0.6  # several rows per thread only where that cuts a row's loads to this fraction, at most
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
@@ -178,14 +176,8 @@ class SegmentPlan:
 
     @property
     def busy_threads(self) -> int:
-        """Tiled: the threads of a row that take part in its busiest step (the others return at once,
-        or, steps side by side, repeat the last busy thread's chunk)."""
+        """Tiled: the threads of a row that take part in its busiest step (the others return at once)."""
         return max(n for _, n in self.steps)
-
-    @property
-    def step_columns(self) -> int:
-        """Steps side by side: the columns of a row between one step's first column and the next's."""
-        return self.busy_threads * self.chunk
 
     @property
     def tiled(self) -> bool:
@@ -414,7 +406,7 @@ def step_distance(seg: SegmentPlan, site: Site) -> int | None:
     """Steps side by side: how many teams along (mod the steps) the lanes are whose own chunk holds
     what a load site reads, the same at every step that reads it; 0 where that is the lane's own
     chunk, None where no step reads it, -1 where no lane's own chunk holds it or the steps differ."""
-    n, team_columns = len(seg.steps), seg.step_columns
+    n, team_columns = len(seg.steps), seg.threads_per_row * seg.chunk
     (ref, offset), (lo, hi) = site.index_map[-1] if site.index_map else ((None, 0), (0, 0)), site.box[-1]
     distances = set()
     for k, (first, _) in enumerate(seg.steps):
@@ -461,11 +453,10 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
     / 82.6 (89.4), b2 165.9 / 158.8 (172.5), Mistral b1 43.8 / 42.4 (48.6), b2 84.0 / 80.1 (89.9). With one
     row a thread: phi-2's RoPE forward b2 16.0 / 16.8, Llama-2's qkv forward b2 70.0 / 71.3. Backward
     kernels (``explore-lane-steps-bwd.log``, fwd+bwd): Llama-2 b1 RoPE 41.2 / 44.6, Llama-3 b2 141.7 / 149.8."""
-    n, threads, busy = len(seg.steps), seg.threads_per_row, seg.busy_threads
-    if not (LANE_STEPS and seg.tiled and n > 1 and WARP % (n * threads) == 0
-            and seg.rows_per_thread >= LANE_STEPS_MIN_ROWS):
+    n, threads = len(seg.steps), seg.threads_per_row
+    if not (LANE_STEPS and seg.tiled and n > 1 and WARP % (n * threads) == 0 and seg.rows_per_thread > 1):
         return 1
-    if seg.steps != tuple((k * busy, busy) for k in range(n)):
+    if seg.steps != tuple((k * threads, threads) for k in range(n)):
         return 1
     if seg.groups % replace(seg, lane_steps=n).tile_rows:
         return 1
@@ -713,9 +704,6 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
             row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
             seg = replace(seg, lane_steps=lane_steps(kernel, seg))
-            padded = replace(seg, threads_per_row=team_slots(seg.threads_per_row))
-            if PADDED_TEAMS and seg.lane_steps == 1 and padded != seg and lane_steps(kernel, padded) > 1:
-                seg = replace(padded, lane_steps=lane_steps(kernel, padded))
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

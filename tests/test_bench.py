@@ -50,3 +50,38 @@ def test_a_peer_that_disagrees_is_reported_and_padvec_fails_the_suite(emulated, 
     assert type(info.value).__name__ == raised
     if raised == "Unavailable":
         assert "not close" in str(info.value)
+
+
+def test_a_forward_and_backward_counts_each_pass_once():
+    """fwd+bwd's minimal IO is the forward's plus the backward's (cotangents, cos, sin read; x's gradient
+    written): the split behind the per-pass copies."""
+    from thunder_padvec.bench.cases import backward_bytes
+
+    fwd, both = (Case(TINY[0], "rope", "bfloat16", p) for p in ("fwd", "fwd+bwd"))
+    _, _, _, fwd_io, _ = build(fwd, torch.Generator().manual_seed(0), device="cpu")
+    _, args, _, io, cotangents = build(both, torch.Generator().manual_seed(0), device="cpu")
+    x, cos, sin = args
+    assert backward_bytes(args, cotangents) == 2 * x.nbytes + cos.nbytes + sin.nbytes
+    assert io == fwd_io + backward_bytes(args, cotangents)
+
+
+def _record(executor, ms, pass_="fwd+bwd", **extra):
+    return dict(config="c", form="rope", pass_=pass_, dtype="bfloat16", executor=executor, median_ms=ms,
+                io_bytes=1000, gbps=1.0, roofline_fraction=0.8 / ms, peak_memory_bytes=0, **extra)
+
+
+@pytest.mark.parametrize("passes", [True, False])
+def test_the_table_shows_padvec_against_the_per_pass_copies_where_they_were_timed(passes):
+    from thunder_padvec.bench.report import markdown, records
+
+    extra = (lambda f: dict(pass_copy_ms=0.9, pass_roofline_fraction=f)) if passes else (lambda f: {})
+    run = {"benchmarks": [{"extra_info": r} for r in (
+        _record("copy", 0.8, **extra(0.9 / 0.8)), _record("padvec", 1.0, **extra(0.9)),
+        _record("torch.compile", 1.1), _record("copy", 0.4, pass_="fwd"), _record("padvec", 0.5, pass_="fwd"))]}
+    rows = records(run)
+    assert [r["pass_copy_ms"] for r in rows[:2]] == ([0.9, 0.9] if passes else [None, None])
+    table = markdown(rows, "t")
+    assert ("per-pass copies µs (padvec %)" in table) == passes
+    lines = [line for line in table.splitlines() if line.startswith("| c |")]
+    assert lines[0].endswith("| 1.10x | 900.0 (90.0%) |" if passes else "| 1.10x |")
+    assert lines[1].endswith("| - | - |" if passes else "| - |")

@@ -67,9 +67,17 @@ def graph_median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 3
 
 def copy_roofline_ms(nbytes: int, **kwargs) -> float:
     """A device-to-device copy that reads and writes ``nbytes`` in all (``nbytes / 2`` each way)."""
-    src = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    return median_ms(lambda: dst.copy_(src), **kwargs)
+    return copies_ms((nbytes,), **kwargs)
+
+
+def copies_ms(parts: tuple[int, ...], **kwargs) -> float:
+    """Device-to-device copies one after another, the ``k``-th reading and writing ``parts[k]`` bytes in
+    all: the roofline of work that takes one kernel per part (a forward, then its backward)."""
+    pairs = []
+    for nbytes in parts:
+        src = torch.empty(max(nbytes // 2, 1), dtype=torch.uint8, device="cuda")
+        pairs.append((src, torch.empty_like(src)))
+    return median_ms(lambda: [dst.copy_(src) for src, dst in pairs], **kwargs)
 
 
 def gbps(nbytes: int, ms: float) -> float:

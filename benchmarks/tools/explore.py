@@ -19,9 +19,9 @@ import thunder
 import torch
 
 from thunder_padvec import schedule
-from thunder_padvec.bench.cases import build, cases, with_backward
+from thunder_padvec.bench.cases import backward_bytes, build, cases, with_backward
 from thunder_padvec.bench.measure import check
-from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
+from thunder_padvec.timing import copies_ms, copy_roofline_ms, gbps, graph_median_ms
 
 plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
 render_module = importlib.import_module("thunder_padvec.codegen.render")
@@ -89,6 +89,9 @@ def main() -> None:
 
         copy = copy_roofline_ms(io)
         row("copy", copy)
+        if cotangents is not None:  # the forward's bytes, then the backward's: two launches
+            backward = backward_bytes(inputs, cotangents)
+            row("copy per pass", copies_ms((io - backward, backward)))
         torch._dynamo.reset()
         compiled = wrap(torch.compile(fn, dynamic=False))
         compiled(*inputs)

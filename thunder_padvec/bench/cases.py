@@ -66,6 +66,12 @@ def with_backward(fn, cotangents):
     return forward_backward
 
 
+def backward_bytes(args, cotangents) -> int:
+    """The backward's minimal IO: reading the cotangents, cos and sin, writing x's gradient."""
+    x, cos, sin = args
+    return sum(c.nbytes for c in cotangents) + cos.nbytes + sin.nbytes + x.nbytes
+
+
 def build(case: Case, generator: torch.Generator | None = None, device: str = "cuda"):
     """``(fn, args, expected outputs, io_bytes, cotangents)``: minimal IO reads each input and writes each
     output once; in "fwd+bwd" the backward adds reading the cotangents, cos and sin and writing x's
@@ -94,7 +100,7 @@ def build(case: Case, generator: torch.Generator | None = None, device: str = "c
     x = x.requires_grad_(True)
     cotangents = tuple(randn(*o.shape) for o in outputs)
     expected = with_backward(fn, cotangents)(*args)
-    io_bytes += sum(c.nbytes for c in cotangents) + cos.nbytes + sin.nbytes + x.nbytes
+    io_bytes += backward_bytes(args, cotangents)
     return fn, args, expected, io_bytes, cotangents
 
 

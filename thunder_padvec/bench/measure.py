@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ..timing import copy_roofline_ms, gbps, graph_median_ms
-from .cases import Case, Unavailable, build, executor, with_backward
+from ..timing import copies_ms, copy_roofline_ms, gbps, graph_median_ms
+from .cases import Case, Unavailable, backward_bytes, build, executor, with_backward
 
 
 OWN = ("padvec",)  # executors whose failures fail the suite; a peer's failure skips its row with the reason
@@ -23,6 +23,10 @@ class Built:
         self.case = case
         self.fn, self.args, self.expected, self.io_bytes, self.cotangents = build(case, torch.Generator().manual_seed(seed))
         self.copy_ms = copy_roofline_ms(self.io_bytes)
+        self.pass_copy_ms = None  # fwd+bwd: the forward's bytes copied, then the backward's (two launches)
+        if self.cotangents is not None:
+            backward = backward_bytes(self.args, self.cotangents)
+            self.pass_copy_ms = copies_ms((self.io_bytes - backward, backward))
 
 
 def check(name: str, outputs, expected, exact_padvec: bool = True) -> None:
@@ -76,6 +80,8 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
         median_ms=ms, io_bytes=built.io_bytes, gbps=gbps(built.io_bytes, ms), roofline_fraction=built.copy_ms / ms,
         copy_ms=built.copy_ms, peak_memory_bytes=peak, gpu=torch.cuda.get_device_name(),
     )
+    if getattr(built, "pass_copy_ms", None):
+        record.update(pass_copy_ms=built.pass_copy_ms, pass_roofline_fraction=built.pass_copy_ms / ms)
     return record, run
 
 

@@ -17,13 +17,15 @@ from collections import defaultdict
 from pathlib import Path
 
 KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", "gbps", "roofline_fraction",
-        "speedup_vs_compile", "peak_memory_bytes"]
+        "speedup_vs_compile", "peak_memory_bytes", "pass_copy_ms", "pass_roofline_fraction"]
 NOTE = (
     "Device time: median of CUDA-graph replays of one call, L2 flushed before each. Fraction of copy: "
     "a device-to-device copy of the same minimal IO bytes (every input read once, every output that eager "
     "does not return as a view written once), timed in the same run, over the executor's time. In the "
     "qkv_split_rope form the v third of qkv counts as read although nothing needs it, so an executor that "
-    "returns v as a view can pass 100%."
+    "returns v as a view can pass 100%. Per-pass copies (fwd+bwd): the forward's bytes copied, then the "
+    "backward's, in two launches (a forward and its backward are two kernels at least: autograd runs the "
+    "backward later), and padvec's time as a fraction of theirs."
 )
 ORDER = ["copy", "padvec", "torch.compile", "liger", "nvfuser", "thunder", "eager"]
 
@@ -63,6 +65,9 @@ def markdown(rows: list[dict], title: str) -> str:
     executors = [e for e in ORDER if any(e in d for d in by_case.values())]
     head = ["config", "form", "pass", "dtype", "copy TB/s"] + [f"{e} (% of copy)" for e in executors[1:]]
     head.append("padvec vs torch.compile")
+    passes = any(r.get("pass_copy_ms") for r in rows)
+    if passes:
+        head.append("per-pass copies µs (padvec %)")
     lines = [f"### {title}", "", NOTE, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case, found in by_case.items():
         copy = found.get("copy")
@@ -73,6 +78,11 @@ def markdown(rows: list[dict], title: str) -> str:
         padvec = found.get("padvec")
         speedup = padvec and padvec["speedup_vs_compile"]
         cells.append(f"{speedup:.2f}x" if speedup else "-")
+        if passes:
+            split = copy and copy.get("pass_copy_ms")
+            fraction = padvec and padvec.get("pass_roofline_fraction")
+            cells.append(f"{split * 1000:.1f} ({fraction:.1%})" if split and fraction else
+                         f"{split * 1000:.1f}" if split else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

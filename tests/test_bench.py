@@ -66,8 +66,9 @@ def test_a_forward_and_backward_counts_each_pass_once():
 
 
 def _record(executor, ms, pass_="fwd+bwd", **extra):
-    return dict(config="c", form="rope", pass_=pass_, dtype="bfloat16", executor=executor, median_ms=ms,
-                io_bytes=1000, gbps=1.0, roofline_fraction=0.8 / ms, peak_memory_bytes=0, **extra)
+    return {"config": "c", "form": "rope", "pass_": pass_, "dtype": "bfloat16", "executor": executor,
+            "median_ms": ms, "io_bytes": 1000, "gbps": 1.0, "roofline_fraction": 0.8 / ms, "peak_memory_bytes": 0,
+            **extra}
 
 
 @pytest.mark.parametrize("passes", [True, False])

@@ -160,3 +160,29 @@ def test_steps_side_by_side_exchange_chunks_in_the_warp(generator, monkeypatch, 
     jitted, out, _ = jit_and_run(_halves_of_two_inputs, a, b, cos, sin)
     assert torch.equal(out, _halves_of_two_inputs(a, b, cos, sin))
     assert explain(jitted)[0].plan.segments[0].lane_steps == 2
+
+
+def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_back(generator):
+    """The first call of a specialization times the kernel with and without the evict_last hints on the
+    call's tensors and keeps one; it computes the same values either way. A second jit of the function
+    after the in-memory cache is cleared (a new process) reads the decision from disk and times nothing."""
+    from thunder_padvec.runtime import cache, tune
+
+    cfg = configs.RopeConfig("phi-3-like", 1, 32, 32, 96, 96, 512)
+    qkv = _cuda_randn(cfg.batch, cfg.seq, 3 * cfg.n_head * cfg.head_size, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (_cuda_randn(cfg.seq, 96, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    args = (qkv, cos, sin, cfg.n_head, cfg.n_query_groups, cfg.head_size, cfg.rope_n_elem)
+    before = tune.timings
+    jitted, outs, _ = jit_and_run(qkv_split_rope, *args)
+    for got, want in zip(outs, qkv_split_rope(*args)):
+        assert torch.equal(got, want)
+    (report,) = explain(jitted)
+    assert tune.timings == before + 1
+    assert report.choice.count(" µs") == 2 and report.choice.split(": ")[-1] in ("keep", "plain"), report.choice
+    assert ("padvec_load_keep<" in report.kernel_source) == report.choice.endswith("keep")
+    cache.clear_memory()
+    jitted, outs, _ = jit_and_run(qkv_split_rope, *args)
+    for got, want in zip(outs, qkv_split_rope(*args)):
+        assert torch.equal(got, want)
+    assert tune.timings == before + 1
+    assert explain(jitted)[0].choice.endswith("(a decision kept on disk)")

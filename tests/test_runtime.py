@@ -169,3 +169,89 @@ def test_threads_calling_one_fusion_at_once_get_their_own_results(emulated, gene
     for args, outs in zip(inputs, results):
         expected = rope_one_entry(*args)
         assert all(torch.equal(out, expected) for out in outs)
+
+
+def test_notes_are_kept_on_disk_and_a_corrupt_one_reads_as_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    key = cache.digest("tune", "a GPU", "source")
+    assert cache.read_note(key) is None
+    cache.write_note(key, "plain")
+    cache.clear_memory()
+    assert cache.read_note(key) == "plain"  # from disk
+    (path,) = (tmp_path / "notes").rglob("*.txt")
+    path.write_bytes(path.read_bytes()[:-2])  # truncated
+    cache.clear_memory()
+    assert cache.read_note(key) is None
+
+
+@pytest.mark.parametrize("medians, chosen", [
+    ((("keep", 10.0), ("plain", 9.5)), "plain"),  # 5% faster: taken
+    ((("keep", 10.0), ("plain", 9.95)), "keep"),  # within the margin: the default stays
+    ((("keep", 10.0), ("plain", 10.5)), "keep"),
+    ((("plain", 10.0), ("keep", 9.0)), "keep"),
+])
+def test_a_variant_replaces_the_default_only_where_it_is_faster_by_more_than_the_margin(medians, chosen):
+    from thunder_padvec.runtime import tune
+
+    assert tune.pick(medians) == chosen
+
+
+class _FakeSpec:
+    def __init__(self, params):
+        self.params, self.choice, self.runs = params, None, 0
+
+    def run(self, args, outputs, pointers):
+        self.runs += 1
+        return outputs
+
+
+def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path, monkeypatch, emulated, generator):
+    """The first specialization on a GPU builds the default and its variant (the evict_last hints
+    switched), times both on the call's tensors and keeps the faster; the decision goes to disk, and a
+    later fusion with the same sources (a new process: memory cleared) builds only the chosen kernel and
+    times nothing. The GPU parts (build, timing, the device's name) stand in here."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen, fusion, schedule, vectorize
+    from thunder_padvec.explain import fusions
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "may_time", lambda device: True)
+    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
+    built, timed = [], []
+    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
+                        lambda self, plan, params, device, n: built.append(params.keep_hints) or _FakeSpec(params))
+
+    def measure(runs, device):
+        timed.append([name for name, _ in runs])
+        for _, run in runs:
+            run()
+        return (("keep", 12.0), ("plain", 10.0))
+
+    monkeypatch.setattr(tune, "measure", measure)
+    x = randn(2, 4, 8, 32, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, _, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)  # a kernel to specialize again, below
+    ((fn, _),) = fusions(trace)
+    device = torch.device("cuda", 0)
+    plan = vectorize.plan(fn.projection, tuple(vectorize.Layout(tuple(a.stride()), 16) for a in (x, cos, sin)),
+                          (16,), schedule.TUNING.max_row_bytes, schedule.TUNING.min_threads)
+    params = schedule.schedule(plan)
+    assert params.keep_hints and codegen.render(plan, params) != codegen.render(plan, replace(params, keep_hints=False))
+    outputs = [torch.empty_like(x)]
+    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    assert (built, timed) == ([True, False], [["keep", "plain"]])
+    assert spec.params.keep_hints is False and spec.runs == 1
+    assert str(spec.choice) == "keep 12.0 µs / plain 10.0 µs: plain"
+
+    cache.clear_memory()
+    built.clear()
+    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    assert (built, len(timed)) == ([False], 1)  # only the chosen one built, nothing timed again
+    assert str(spec.choice) == "plain (a decision kept on disk)"
+
+    monkeypatch.setenv("THUNDER_PADVEC_TUNE", "0")
+    built.clear()
+    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    assert built == [True] and spec.choice is None and len(timed) == 1

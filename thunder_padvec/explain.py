@@ -42,12 +42,15 @@ class FusionReport:
     widths: dict[str, int] = field(default_factory=dict)
     plan: VectorPlan | None = None  # the vector plan of the last call's specialization
     output_orders: dict[str, tuple[int, ...]] = field(default_factory=dict)  # outputs allocated permuted
+    choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
         if self.launch is None:
             return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
+        if self.choice:
+            head.append(f"  launch variants: {self.choice}")
         if self.plan is not None:
             head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         head += [f"  output {name} allocated so that its permute {order} is contiguous"
@@ -72,6 +75,8 @@ class FusionReport:
         if self.launch is None:
             return "\n".join(lines + [self.source or "not run yet"])
         lines.append(f"launch: `{self.launch}`")
+        if self.choice:
+            lines.append(f"launch variants: {self.choice}")
         if self.plan is not None:
             lines += [f"- segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]
@@ -138,7 +143,7 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     orders = {out: order for out, order in zip(fusion.kernel.outputs, fusion.output_orders) if order is not None}
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
-        spec.plan, orders,
+        spec.plan, orders, str(spec.choice or ""),
     )
 
 

@@ -20,7 +20,7 @@ import torch
 
 from . import codegen, ir, knobs, vectorize
 from .errors import LaunchError, PadvecError
-from .runtime import cache
+from .runtime import cache, tune
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, fit_blocks, schedule
 
@@ -107,6 +107,7 @@ class Specialization:
     device: torch.device
     module: object
     pack: ArgPack
+    choice: tune.Choice | None = None  # where launch variants were measured (or a decision read back)
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         grid, pack = self.params.grid, self.pack
@@ -241,25 +242,66 @@ class PadvecFusion:
         plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
                               tuple(tuple(o.stride()) for o in outputs), TUNING.register_rows)
         params = schedule(plan)
-        body = codegen.render(plan, params)
-        pack = ArgPack(len(args) + len(outputs))
         if device.type == "cuda":
-            from .runtime.launch import CudaModule as Module
+            return self._specialize_cuda(plan, params, device, args, outputs)
+        from .runtime.host import HostModule
 
-            source = codegen.device_source(body)
-            binary, path = cache.binary(source, _cuda_target(device.index))
-            load = functools.partial(Module, binary, device.index)
-        else:
-            from .runtime.host import HostModule as Module
-
-            source = codegen.host_source(body)
-            binary, path = cache.binary(source, _host_target())
-            load = functools.partial(Module, binary)
+        source = codegen.host_source(codegen.render(plan, params))
+        binary, path = cache.binary(source, _host_target())
         try:
-            module = load()
+            module = HostModule(binary)
         except LaunchError as err:
             raise LaunchError(f"{err}; source dumped to {path}") from err
-        if device.type == "cuda" and TUNING.fit_registers and not params.min_blocks:
+        return Specialization(plan, params, source, path, device, module, ArgPack(len(args) + len(outputs)))
+
+    def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs) -> Specialization:
+        """The kernel of ``params``; or, where padvec measures its launch variants (``runtime.tune``), the
+        fastest of them on this call's tensors, or the one a decision kept on disk names."""
+        options = tune.variants(params) if TUNING.tune_hints and knobs.tune() and tune.may_time(device) else []
+        key = chosen = None
+        sources = [codegen.device_source(codegen.render(plan, p)) for _, p in options]
+        if len(set(sources)) < len(sources):  # variants the kernel does not tell apart (no loads to hint)
+            options = options[:1]
+        if len(options) > 1:
+            key = tune.decision_key(sources, device)
+            chosen = tune.remembered(key, [name for name, _ in options])
+            if chosen is not None:
+                options = [o for o in options if o[0] == chosen]
+        built = []
+        for name, variant in options or [(None, params)]:
+            try:
+                built.append((name, self._build_cuda(plan, variant, device, len(args) + len(outputs))))
+            except PadvecError as err:
+                if not built:  # the default must build
+                    raise
+                log.debug("%s: variant %s not built: %s", self.name, name, err)
+        if len(built) == 1:
+            spec = built[0][1]
+            if chosen is not None:
+                spec.choice = tune.Choice(chosen)
+            return spec
+        pointers = [t.data_ptr() for t in (*args, *outputs)]
+        medians = tune.measure([(name, functools.partial(spec.run, args, outputs, pointers)) for name, spec in built],
+                               device)
+        if medians is None:  # no memory for the flush: the default, not remembered
+            return built[0][1]
+        chosen = tune.pick(medians)
+        tune.remember(key, chosen)
+        spec = dict(built)[chosen]
+        spec.choice = tune.Choice(chosen, medians)
+        log.debug("%s: %s", self.name, spec.choice)
+        return spec
+
+    def _build_cuda(self, plan, params: LaunchParams, device: torch.device, arguments: int) -> Specialization:
+        from .runtime.launch import CudaModule
+
+        source = codegen.device_source(codegen.render(plan, params))
+        binary, path = cache.binary(source, _cuda_target(device.index))
+        try:
+            module = CudaModule(binary, device.index)
+        except LaunchError as err:
+            raise LaunchError(f"{err}; source dumped to {path}") from err
+        if TUNING.fit_registers and not params.min_blocks:
             try:
                 fitted = _fit_registers(plan, params, module, device.index)
             except PadvecError as err:  # the first build stands
@@ -267,4 +309,4 @@ class PadvecFusion:
                 fitted = None
             if fitted is not None:
                 params, source, path, module = fitted
-        return Specialization(plan, params, source, path, device, module, pack)
+        return Specialization(plan, params, source, path, device, module, ArgPack(arguments))

@@ -10,6 +10,7 @@ Values are read when asked for, not at import, so a test or a notebook can chang
 | ``THUNDER_PADVEC_STRICT`` | ``1``: a failed compile raises instead of falling back to PyTorch | off |
 | ``THUNDER_PADVEC_LOG_LEVEL`` | level of the ``thunder_padvec`` logger (``DEBUG``, ``INFO``, ...) | ``WARNING`` |
 | ``THUNDER_PADVEC_CXX`` | host C++ compiler used by emulation | ``g++`` |
+| ``THUNDER_PADVEC_TUNE`` | ``0``: no measured choices between launch variants (the default variant) | on |
 | ``THUNDER_PADVEC_POISON`` | ``1``: fill outputs with NaN (floats) before each launch, so unwritten elements show | off |
 """
 
@@ -79,3 +80,7 @@ def host_cxx() -> str:
 
 def poison_outputs() -> bool:
     return _flag("THUNDER_PADVEC_POISON")
+
+
+def tune() -> bool:
+    return os.environ.get("THUNDER_PADVEC_TUNE", "").strip().lower() not in {"0", "off", "false", "no"}

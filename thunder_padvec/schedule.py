@@ -34,6 +34,7 @@ class Tuning:
     plane_order: bool = False  # tiled rows along a row dim: consecutive blocks take the same rows of each plane
     fit_registers: bool = True  # a kernel a few registers over one more block per SM is built again to fit
     interleave: bool = True  # a launch holding pieces of cut rows interleaves its segments' blocks (render._interleave)
+    tune_hints: bool = True  # the first call on a GPU times keep_hints on and off and keeps the faster (runtime.tune)
 
 
 TUNING = Tuning()

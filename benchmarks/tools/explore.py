@@ -107,7 +107,8 @@ def main() -> None:
                 row(f"padvec {name}", graph_median_ms(lambda: jitted(*inputs)))
                 for report in thunder_padvec.explain(jit):
                     mapping = "; ".join(s.mapping for s in report.plan.segments) if report.plan else report.source
-                    print(f"{'':40s}   {report.name}: {report.launch} | {mapping}")
+                    tuned = f" | launch variants: {report.choice}" if report.choice else ""
+                    print(f"{'':40s}   {report.name}: {report.launch} | {mapping}{tuned}")
             finally:
                 _restore(old)
         row("torch.compile again", graph_median_ms(lambda: compiled(*inputs)))

@@ -27,6 +27,7 @@ MAGIC = b"thunder-padvec binary v1\n"
 
 compile_count: collections.Counter[str] = collections.Counter()
 _memory: dict[str, bytes] = {}
+_notes: dict[str, str] = {}
 _lock = threading.Lock()
 
 
@@ -86,7 +87,7 @@ def _read_disk(path: Path) -> bytes | None:
         return None
     checksum, payload = data[len(MAGIC):header_end - 1].decode(errors="replace"), data[header_end:]
     if hashlib.sha256(payload).hexdigest() != checksum:
-        log.info("kernel cache entry %s is corrupt; compiling again", path)
+        log.info("cache entry %s is corrupt; building it again", path)
         return None
     return payload
 
@@ -120,7 +121,36 @@ def binary(source: str, target: Target) -> tuple[bytes, Path | None]:
     return payload, source_path
 
 
+def digest(*parts: str) -> str:
+    """A key over ``parts`` and this package's version."""
+    return _digest(__version__, *parts)
+
+
+def _note_path(key: str) -> Path | None:
+    folder = knobs.cache_dir()
+    return folder / "notes" / key[:2] / f"{key}.txt" if folder is not None else None
+
+
+def read_note(key: str) -> str | None:
+    """A short text kept under ``key`` (a measured decision), from memory or disk; None if absent or corrupt."""
+    with _lock:
+        if key in _notes:
+            return _notes[key]
+    path = _note_path(key)
+    payload = _read_disk(path) if path is not None else None
+    return payload.decode(errors="replace") if payload is not None else None
+
+
+def write_note(key: str, text: str) -> None:
+    with _lock:
+        _notes[key] = text
+    path = _note_path(key)
+    if path is not None:
+        _write_disk(path, text.encode())
+
+
 def clear_memory() -> None:
-    """Forgets in-memory binaries (the disk cache stays)."""
+    """Forgets in-memory binaries and notes (the disk cache stays)."""
     with _lock:
         _memory.clear()
+        _notes.clear()

@@ -1,0 +1,111 @@
+"""Measured choices between builds of one plan: launch variants that compute the same values.
+
+Some hints pay on one kernel and cost on another for reasons no rule here models. Loading inputs
+with an L2 evict_last policy (``LaunchParams.keep_hints``) made LitGPT's RoPE forward 3-5% faster on
+the H200, but the Phi-3-mini qkv forward 2-3% slower and some backward kernels up to 8% slower
+(``benchmarks/NOTES.md``). So the first call of a new specialization on a GPU builds each variant,
+runs them on the call's own tensors (the outputs are written with the same values each time), in
+turn, the L2 flushed before each run, and keeps the fastest where it beats the default by more than
+``MARGIN``; the default otherwise, and whenever it cannot time (a CUDA graph being captured, no memory
+for the flush). A decision is kept on disk beside the kernels (its key: the variants' sources, the
+GPU's name and this package's version), so that other processes load the chosen kernel alone,
+without timing or compiling the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..schedule import LaunchParams
+from . import cache
+
+log = logging.getLogger("thunder_padvec")
+
+MARGIN = 0.01  # a variant replaces the default only where it is faster by more than this fraction
+ROUNDS = 7  # timed runs of each variant, interleaved
+FLUSH_L2S = 4  # the flush writes this many times the device's L2
+
+timings = 0  # how many choices were timed in this process (tests count them)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What was measured for a specialization: median µs per variant (empty: read from disk), the pick."""
+
+    chosen: str
+    microseconds: tuple[tuple[str, float], ...] = ()
+
+    def __str__(self) -> str:
+        if not self.microseconds:
+            return f"{self.chosen} (a decision kept on disk)"
+        return " / ".join(f"{name} {us:.1f} µs" for name, us in self.microseconds) + f": {self.chosen}"
+
+
+def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
+    """The default launch first, then the variants measured against it: the evict_last hints switched."""
+    name = "keep" if params.keep_hints else "plain"
+    other = "plain" if params.keep_hints else "keep"
+    return [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]
+
+
+def may_time(device: torch.device) -> bool:
+    """Timing needs a GPU stream that runs now: not one a CUDA graph is capturing."""
+    return device.type == "cuda" and not torch.cuda.is_current_stream_capturing()
+
+
+def decision_key(sources: Sequence[str], device: torch.device) -> str:
+    return cache.digest("tune", torch.cuda.get_device_name(device), *sources)
+
+
+def pick(medians: Sequence[tuple[str, float]], margin: float = MARGIN) -> str:
+    """The fastest variant where it beats the first (the default) by more than ``margin``, else the first."""
+    default, default_time = medians[0]
+    name, time = min(medians, key=lambda m: m[1])
+    return name if time < (1 - margin) * default_time else default
+
+
+def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.device,
+            rounds: int = ROUNDS) -> tuple[tuple[str, float], ...] | None:
+    """Median µs of each run on the current stream, the L2 flushed before each run; the runs take
+    turns, each round in a rotated order. None where the flush buffer does not fit in memory."""
+    global timings
+    from .launch import reset_persisting_l2
+
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
+    try:
+        buffer = torch.empty(FLUSH_L2S * l2, dtype=torch.uint8, device=device)
+    except torch.OutOfMemoryError:
+        return None
+    times: dict[str, list] = {name: [] for name, _ in runs}
+    for run in (r for _, r in runs):  # once each, untimed: loads the modules, warms the clocks
+        run()
+    for k in range(rounds):
+        for name, run in runs[k % len(runs):] + runs[:k % len(runs)]:
+            reset_persisting_l2(device.index)
+            buffer.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            times[name].append((start, end))
+    torch.cuda.current_stream(device).synchronize()
+    timings += 1
+    return tuple((name, 1000 * statistics.median(s.elapsed_time(e) for s, e in pairs)) for name, pairs in times.items())
+
+
+def remembered(key: str, names: Sequence[str]) -> str | None:
+    """The variant a process chose before for this key, if it is one of ``names``."""
+    value = cache.read_note(key)
+    return value if value in names else None
+
+
+def remember(key: str, chosen: str) -> None:
+    cache.write_note(key, chosen)
+
+
+__all__ = ["Choice", "MARGIN", "decision_key", "may_time", "measure", "pick", "remember", "remembered", "variants"]

@@ -232,7 +232,7 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     monkeypatch.setattr(tune, "measure", measure)
     x = randn(2, 4, 8, 32, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(8, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, _, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)  # a kernel to specialize again, below
+    _, _, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)  # a kernel to specialize again, below
     ((fn, _),) = fusions(trace)
     device = torch.device("cuda", 0)
     plan = vectorize.plan(fn.projection, tuple(vectorize.Layout(tuple(a.stride()), 16) for a in (x, cos, sin)),

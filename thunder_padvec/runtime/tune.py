@@ -108,4 +108,4 @@ def remember(key: str, chosen: str) -> None:
     cache.write_note(key, chosen)
 
 
-__all__ = ["Choice", "MARGIN", "decision_key", "may_time", "measure", "pick", "remember", "remembered", "variants"]
+__all__ = ["MARGIN", "Choice", "decision_key", "may_time", "measure", "pick", "remember", "remembered", "variants"]

@@ -26,12 +26,19 @@ def test_executors_agree_with_eager(emulated, cfg, form, pass_, name):
         pytest.skip("the seed has no qkv form")
     case = Case(cfg, form, "bfloat16", pass_)
     fn, args, expected, io_bytes, cotangents = build(case, torch.Generator().manual_seed(0), device="cpu")
-    run = executor(name, case, fn)
+    run = jitted = executor(name, case, fn)
     if cotangents is not None:
         run = with_backward(run, cotangents)
         assert expected[0].shape == args[0].shape  # the gradient of x
     check(name, run(*args), expected)
     assert io_bytes > sum(a.nbytes for a in args)
+    if name == "padvec":  # what the results file records of padvec's kernels
+        from thunder_padvec.bench.measure import kernels
+
+        lines = kernels(jitted)
+        assert [line.split(" | ")[0] for line in lines] == (
+            ["padvec0 (forward)"] + (["padvec1 (backward)"] if cotangents is not None else [])), lines
+        assert all(" | grid " in line and ("thread" in line or "lanes" in line) for line in lines), lines
 
 
 @pytest.mark.parametrize("name, raised", [("eager", "Unavailable"), ("padvec", "AssertionError")])
@@ -75,7 +82,7 @@ def _record(executor, ms, pass_="fwd+bwd", **extra):
 def test_the_table_shows_padvec_against_the_per_pass_copies_where_they_were_timed(passes):
     from thunder_padvec.bench.report import markdown, records
 
-    extra = (lambda f: dict(pass_copy_ms=0.9, pass_roofline_fraction=f)) if passes else (lambda f: {})
+    extra = (lambda f: {"pass_copy_ms": 0.9, "pass_roofline_fraction": f}) if passes else (lambda f: {})
     run = {"benchmarks": [{"extra_info": r} for r in (
         _record("copy", 0.8, **extra(0.9 / 0.8)), _record("padvec", 1.0, **extra(0.9)),
         _record("torch.compile", 1.1), _record("copy", 0.4, pass_="fwd"), _record("padvec", 0.5, pass_="fwd"))]}

@@ -38,6 +38,20 @@ def check(name: str, outputs, expected, exact_padvec: bool = True) -> None:
             torch.testing.assert_close(out.float(), ref.float(), rtol=2e-2, atol=8e-2)
 
 
+def kernels(jitted) -> list[str]:
+    """What padvec built for the last call of ``jitted``, a line per fusion: its launch, each segment's
+    thread mapping and, where launch variants were measured, their times and the pick."""
+    from ..explain import explain
+
+    lines = []
+    for report in explain(jitted):
+        parts = [f"{report.name} ({report.trace})", str(report.launch or report.source)]
+        parts += [seg.mapping for seg in (report.plan.segments if report.plan else ())]
+        parts += [f"launch variants: {report.choice}"] if report.choice else []
+        lines.append(" | ".join(parts))
+    return lines
+
+
 def peak_bytes(fn, args) -> int:
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
@@ -59,7 +73,7 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
         def run():
             return dst.copy_(src)
     else:
-        fn = executor(name, case, built.fn)
+        fn = jitted = executor(name, case, built.fn)
         if built.cotangents is not None:
             fn = with_backward(fn, built.cotangents)
         try:
@@ -80,6 +94,8 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
         median_ms=ms, io_bytes=built.io_bytes, gbps=gbps(built.io_bytes, ms), roofline_fraction=built.copy_ms / ms,
         copy_ms=built.copy_ms, peak_memory_bytes=peak, gpu=torch.cuda.get_device_name(),
     )
+    if name == "padvec":
+        record["kernels"] = kernels(jitted)
     if getattr(built, "pass_copy_ms", None):
         record.update(pass_copy_ms=built.pass_copy_ms, pass_roofline_fraction=built.pass_copy_ms / ms)
     return record, run

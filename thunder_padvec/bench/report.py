@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", "gbps", "roofline_fraction",
-        "speedup_vs_compile", "peak_memory_bytes", "pass_copy_ms", "pass_roofline_fraction"]
+        "speedup_vs_compile", "peak_memory_bytes", "pass_copy_ms", "pass_roofline_fraction", "kernels"]
 NOTE = (
     "Device time: median of CUDA-graph replays of one call, L2 flushed before each. Fraction of copy: "
     "a device-to-device copy of the same minimal IO bytes (every input read once, every output that eager "

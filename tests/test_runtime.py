@@ -221,7 +221,8 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
     built, timed = [], []
     monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, device, n: built.append(params.keep_hints) or _FakeSpec(params))
+                        lambda self, plan, params, source, device, n: built.append(params.keep_hints)
+                        or _FakeSpec(params))
 
     def measure(runs, device):
         timed.append([name for name, _ in runs])

@@ -257,20 +257,21 @@ class PadvecFusion:
     def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs) -> Specialization:
         """The kernel of ``params``; or, where padvec measures its launch variants (``runtime.tune``), the
         fastest of them on this call's tensors, or the one a decision kept on disk names."""
-        options = tune.variants(params) if TUNING.tune_hints and knobs.tune() and tune.may_time(device) else []
-        key = chosen = None
-        sources = [codegen.device_source(codegen.render(plan, p)) for _, p in options]
-        if len(set(sources)) < len(sources):  # variants the kernel does not tell apart (no loads to hint)
+        measured = TUNING.tune_hints and knobs.tune() and tune.may_time(device)
+        options = [(name, p, codegen.device_source(codegen.render(plan, p)))
+                   for name, p in (tune.variants(params) if measured else [(None, params)])]
+        if len({source for _, _, source in options}) < len(options):  # variants the kernel does not tell apart
             options = options[:1]
+        key = chosen = None
         if len(options) > 1:
-            key = tune.decision_key(sources, device)
-            chosen = tune.remembered(key, [name for name, _ in options])
+            key = tune.decision_key([source for _, _, source in options], device)
+            chosen = tune.remembered(key, [name for name, _, _ in options])
             if chosen is not None:
                 options = [o for o in options if o[0] == chosen]
         built = []
-        for name, variant in options or [(None, params)]:
+        for name, variant, source in options:
             try:
-                built.append((name, self._build_cuda(plan, variant, device, len(args) + len(outputs))))
+                built.append((name, self._build_cuda(plan, variant, source, device, len(args) + len(outputs))))
             except PadvecError as err:
                 if not built:  # the default must build
                     raise
@@ -286,16 +287,17 @@ class PadvecFusion:
         if medians is None:  # no memory for the flush: the default, not remembered
             return built[0][1]
         chosen = tune.pick(medians)
-        tune.remember(key, chosen)
+        cache.write_note(key, chosen)
         spec = dict(built)[chosen]
         spec.choice = tune.Choice(chosen, medians)
         log.debug("%s: %s", self.name, spec.choice)
         return spec
 
-    def _build_cuda(self, plan, params: LaunchParams, device: torch.device, arguments: int) -> Specialization:
+    def _build_cuda(self, plan, params: LaunchParams, source: str, device: torch.device,
+                    arguments: int) -> Specialization:
+        """``source`` (of ``plan`` and ``params``) compiled and loaded, built again to fit where it pays."""
         from .runtime.launch import CudaModule
 
-        source = codegen.device_source(codegen.render(plan, params))
         binary, path = cache.binary(source, _cuda_target(device.index))
         try:
             module = CudaModule(binary, device.index)

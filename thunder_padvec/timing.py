@@ -39,11 +39,11 @@ def median_ms(fn: Callable[[], object], repeats: int = 50, warmup: int = 5,
     return statistics.median(times)
 
 
-def l2_flush() -> Callable[[], object]:
-    """The flush: lines kept by evict_last policies made normal, then ``L2_FLUSH_BYTES`` written."""
+def l2_flush(nbytes: int = L2_FLUSH_BYTES, device: torch.device | str = "cuda") -> Callable[[], object]:
+    """The flush: lines kept by evict_last policies made normal, then ``nbytes`` written."""
     from .runtime.launch import reset_persisting_l2
 
-    buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
     device = buffer.device.index
 
     def flush():

@@ -91,9 +91,10 @@ def _registers(source: str) -> str:
 
 class Probe:
     """padvec built on one of the suite's cases, for swapping its kernel: ``spec`` (module and launch
-    parameters to replace), ``report`` (its plan and launch), ``timed(label, note)`` (the output checked
-    against eager's, NaN-filled first, then the CUDA-graph time beside the copy's) and ``peers()``
-    (torch.compile and the copy, printed after the variants)."""
+    parameters to replace), ``report`` (its plan and launch), ``body`` (its rendered code), ``load(source)``
+    (a kernel source compiled for this GPU and put in ``spec``), ``timed(label, note)`` (the output checked
+    against eager's, NaN-filled first, then the CUDA-graph time beside the copy's), ``timed_as_built()``
+    and ``peers()`` (torch.compile and the copy, printed after the variants)."""
 
     def __init__(self, case, label_width: int) -> None:
         self.case, self.width = case, label_width
@@ -103,6 +104,17 @@ class Probe:
         self.jitted(*self.inputs)
         ((self.fusion, _),) = fusions(thunder.last_traces(self.jitted)[-1])
         self.spec, (self.report,) = self.fusion.last, explain(self.jitted)
+        self.body = codegen.render(self.report.plan, self.report.launch)
+
+    def load(self, source: str) -> launch.CudaModule:
+        device = torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(device)
+        self.spec.module = launch.CudaModule(nvrtc.compile_cubin(source, f"sm_{major}{minor}"), device)
+        return self.spec.module
+
+    def timed_as_built(self) -> None:
+        self.timed("padvec as built", f"registers {_registers(codegen.device_source(self.body))}, "
+                                      f"blocks/SM {self.spec.module.resources(self.report.launch.block)[2]}")
 
     def _print(self, label: str, text: str) -> None:
         print(f"{self.case.id:36s} {label:{self.width}s} {text}", flush=True)
@@ -128,9 +140,6 @@ def main() -> None:
     parser.add_argument("--unrolls", nargs="+", type=int, default=[1, 2])
     args = parser.parse_args()
     by_id = {case.id: case for case in cases()}
-    device = torch.cuda.current_device()
-    major, minor = torch.cuda.get_device_capability(device)
-    arch = f"sm_{major}{minor}"
     for case_id in args.cases:
         probe = Probe(by_id[case_id], 18)
         spec, report = probe.spec, probe.report
@@ -138,14 +147,12 @@ def main() -> None:
         rows = seg.rows_per_thread
         assert seg.tiled and seg.chunk == 8 and rows > 1 and len(seg.steps) == 2, report.launch
         built = spec.module
-        body = codegen.render(report.plan, report.launch)
-        probe.timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
-                                       f"blocks/SM {built.resources(report.launch.block)[2]}")
+        probe.timed_as_built()
         for unroll in args.unrolls:
-            source = codegen.device_source(_variant_body(body, probe.case, rows, unroll))
-            spec.module = launch.CudaModule(nvrtc.compile_cubin(source, arch), device)
+            source = codegen.device_source(_variant_body(probe.body, probe.case, rows, unroll))
+            module = probe.load(source)
             probe.timed(f"loop, unroll {unroll}", f"registers {_registers(source)}, "
-                                                  f"blocks/SM {spec.module.resources(report.launch.block)[2]}")
+                                                  f"blocks/SM {module.resources(report.launch.block)[2]}")
         spec.module = built
         probe.timed("padvec again")
         probe.peers()

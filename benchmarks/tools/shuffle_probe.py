@@ -19,11 +19,8 @@ import argparse
 import dataclasses
 import itertools
 
-import torch
-
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import cases
-from thunder_padvec.runtime import launch, nvrtc
 
 from loop_probe import Probe, _registers  # the case harness and ptxas's registers (this folder)
 
@@ -106,27 +103,22 @@ def main() -> None:
     parser.add_argument("--loads", action="store_true", help="also the variant that loads the rotated half again")
     args = parser.parse_args()
     by_id = {case.id: case for case in cases()}
-    device = torch.cuda.current_device()
-    major, minor = torch.cuda.get_device_capability(device)
-    arch = f"sm_{major}{minor}"
     for case_id in args.cases:
         probe = Probe(by_id[case_id], 22)
-        spec, report = probe.spec, probe.report
+        spec = probe.spec
         built, params = spec.module, spec.params
-        body = codegen.render(report.plan, report.launch)
-        probe.timed("padvec as built", f"registers {_registers(codegen.device_source(body))}, "
-                                       f"blocks/SM {built.resources(report.launch.block)[2]}")
+        probe.timed_as_built()
         for shuffle in (True, False) if args.loads else (True,):
             for rows in args.rows:
                 for block, min_blocks, keep_x in itertools.product(args.blocks, args.min_blocks,
                                                                    (True, False) if args.plain_x else (True,)):
-                    variant, grid = _variant(body, probe.case, rows, shuffle, block, min_blocks, keep_x)
+                    variant, grid = _variant(probe.body, probe.case, rows, shuffle, block, min_blocks, keep_x)
                     source = codegen.device_source(variant)
-                    spec.module = launch.CudaModule(nvrtc.compile_cubin(source, arch), device)
+                    module = probe.load(source)
                     spec.params = dataclasses.replace(params, grid=grid, block=block)
                     probe.timed(f"{'shfl' if shuffle else 'load'} r{rows} b{block} m{min_blocks}"
                                 f"{'' if keep_x else ' x plain'}",
-                                f"registers {_registers(source)}, blocks/SM {spec.module.resources(block)[2]}, grid {grid}")
+                                f"registers {_registers(source)}, blocks/SM {module.resources(block)[2]}, grid {grid}")
         spec.module, spec.params = built, params
         probe.timed("padvec again")
         probe.peers()

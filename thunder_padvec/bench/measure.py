@@ -96,7 +96,7 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
     )
     if name == "padvec":
         record["kernels"] = kernels(jitted)
-    if getattr(built, "pass_copy_ms", None):
+    if built.pass_copy_ms:
         record.update(pass_copy_ms=built.pass_copy_ms, pass_roofline_fraction=built.pass_copy_ms / ms)
     return record, run
 

@@ -14,7 +14,6 @@ without timing or compiling the others.
 
 from __future__ import annotations
 
-import logging
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -23,8 +22,6 @@ import torch
 
 from ..schedule import LaunchParams
 from . import cache
-
-log = logging.getLogger("thunder_padvec")
 
 MARGIN = 0.01  # a variant replaces the default only where it is faster by more than this fraction
 ROUNDS = 7  # timed runs of each variant, interleaved
@@ -74,11 +71,11 @@ def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.devi
     """Median µs of each run on the current stream, the L2 flushed before each run; the runs take
     turns, each round in a rotated order. None where the flush buffer does not fit in memory."""
     global timings
-    from .launch import reset_persisting_l2
+    from ..timing import l2_flush
 
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
     try:
-        buffer = torch.empty(FLUSH_L2S * l2, dtype=torch.uint8, device=device)
+        flush = l2_flush(FLUSH_L2S * l2, device)
     except torch.OutOfMemoryError:
         return None
     times: dict[str, list] = {name: [] for name, _ in runs}
@@ -86,8 +83,7 @@ def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.devi
         run()
     for k in range(rounds):
         for name, run in runs[k % len(runs):] + runs[:k % len(runs)]:
-            reset_persisting_l2(device.index)
-            buffer.zero_()
+            flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             run()
@@ -104,8 +100,4 @@ def remembered(key: str, names: Sequence[str]) -> str | None:
     return value if value in names else None
 
 
-def remember(key: str, chosen: str) -> None:
-    cache.write_note(key, chosen)
-
-
-__all__ = ["MARGIN", "Choice", "decision_key", "may_time", "measure", "pick", "remember", "remembered", "variants"]
+__all__ = ["MARGIN", "Choice", "decision_key", "may_time", "measure", "pick", "remembered", "variants"]

@@ -5,8 +5,10 @@ NVRTC needs no GPU, so CI compiles every kernel here to CUBIN for sm_80 and sm_9
 
 import importlib
 import math
+import re
 
 import pytest
+import thunder
 import torch
 
 from helpers import jit_and_run, randn
@@ -79,6 +81,31 @@ def test_casts_round_like_pytorch(emulated, generator, target):
     assert out.isnan().equal(expected.isnan())
     back = out.float()  # and back to float32 exactly
     assert torch.equal(back[~back.isnan()], expected.float()[~back.isnan()])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_16_bit_value_negated_through_float_is_its_sign_bit_flipped(emulated, generator, dtype, monkeypatch):
+    """``-x`` of a 16-bit x, as Thunder traces it (x to float, negated, rounded back), is exact: padvec
+    flips x's sign bit instead (zeros, infinities, subnormals and the largest values alike; NaN stays
+    NaN). A convert to the type a value has already is a copy. The same bits as eager, either way."""
+    values = torch.cat([torch.tensor(SPECIALS), torch.randn(4095, generator=generator) * 1e3,
+                        torch.randn(4096, generator=generator) * 1e-6]).to(dtype).reshape(-1, 8)
+
+    def fn(x):  # the halves of a RoPE's rotate_half, and a convert to the type x has
+        return torch.cat((-x[:, 4:], x[:, :4]), -1).to(dtype)
+
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    expected = fn(values)
+    for flip in (True, False):
+        monkeypatch.setattr(render, "NEG_FLIP", flip)
+        jitted, out, _ = jit_and_run(fn, values)
+        numbers = ~expected.isnan()
+        assert torch.equal(out.view(torch.int16)[numbers], expected.view(torch.int16)[numbers])
+        assert out.isnan().equal(expected.isnan())
+        (fusion, _), = fusions(thunder.last_traces(jitted)[-1])
+        source = fusion.last.source
+        assert ("= padvec_flip_sign(" in source) == flip
+        assert not re.search(r"padvec_pack_\w+\(&s\d+\[j\], padvec_to_float\(s\d+\[j\]\)", source)
 
 
 @pytest.mark.parametrize("value, dtype, text", [

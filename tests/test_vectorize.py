@@ -299,6 +299,7 @@ def test_threads_take_several_heads_sharing_cos_and_sin(emulated, generator, mon
 
 @pytest.mark.parametrize("hs, n, floor, threads, steps, rows", [
     (96, 96, 0, 6, ((0, 6), (6, 6)), 4),  # Phi-3: halves of 6 chunks, 6 threads instead of 8 with 2 idle
+    # (in turn: where the lanes may reload, see the test below, Phi-3's forward takes both halves side by side)
     (96, 96, 10 ** 9, 8, ((0, 6), (6, 6)), 1),  # ... unless the launch then falls under the floor
     (80, 32, 0, 4, ((0, 2), (2, 2), (4, 4), (8, 2)), 1),  # phi-2: 2 would fill them, but teams take at least 4
     (128, 128, 0, 8, ((0, 8), (8, 8)), 4),  # Llama: 8 threads, all busy already
@@ -313,6 +314,7 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
     monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
+    monkeypatch.setattr(vectorize_plan, "LANE_RELOADS", False)  # one team taking a row's steps in turn
     x = randn(1, 8, 37, hs, dtype=torch.bfloat16, generator=generator)  # 296 rows: blocks of 42 rows of 6
     cos, sin = (randn(37, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
@@ -321,6 +323,42 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
     (seg,) = report.plan.segments
     assert (seg.threads_per_row, seg.steps, seg.rows_per_thread) == (threads, steps, rows), str(report)
     assert ("threadIdx.x < 252u" in report.kernel_source) == (threads == 6)
+
+
+def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_again(emulated, generator,
+                                                                                        monkeypatch):
+    """Phi-3's rows of 96 (halves of 6 chunks): teams of 6 lanes a half do not divide a warp, so the two
+    teams of a row take its halves side by side with each lane loading the other half's chunk again
+    (from the L1, where the lane that owns it has just loaded it), one row a thread: 4 loads a lane (x,
+    x's other half, cos, sin). The lanes are laid end to end over the grid (296 rows of 12 lanes: 14
+    blocks, rows across blocks, the last block partly idle), the cat's halves are selected once a chunk,
+    and -x is x's sign bit flipped. Every element is written (outputs poisoned with NaN) and equals
+    eager's; with ``LANE_RELOADS`` off one team of 6 takes both halves of 4 rows in turn."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(1, 8, 37, 96, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(37, 96, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 96)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 96))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert (seg.threads_per_row, seg.lane_steps, seg.team, seg.rows_per_thread, seg.reloads) == (6, 2, 12, 1, True)
+    assert "2 steps side by side (chunks loaded by each lane)" in seg.mapping
+    assert report.launch.grid == -(-296 * 12 // 256)
+    source = report.kernel_source
+    assert len(re.findall(r"padvec_load\w*<8>\(g\d+(?:_\d+)?, args\.in", source)) == 4
+    assert "padvec_exchange<" not in source
+    assert "const padvec_uidx i = (padvec_uidx)(block - 0u) * 256u + threadIdx.x;" in source
+    assert "(c) < 48 ?" in source and "(l) < 48" not in source  # one select a chunk
+    assert "= padvec_flip_sign(" in source
+    assert {a.access for a in report.accesses if a.tensor == "x" and a.role == "input"} == {"cached", "reloaded"}
+
+    monkeypatch.setattr(vectorize_plan, "LANE_RELOADS", False)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 96)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 96))
+    (seg,) = _report(jitted).plan.segments
+    assert (seg.threads_per_row, seg.lane_steps, seg.rows_per_thread, seg.reloads) == (6, 1, 4, False)
 
 
 @pytest.mark.parametrize("threads, slots", [(1, 1), (2, 2), (3, 4), (4, 4), (6, 8), (8, 8), (12, 16), (32, 32)])

@@ -110,7 +110,7 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
                 staged = "register" if seg.in_registers else "shared"
                 kind = staged if seg.staging(node.name) else "cached" if site.aligned else "direct"
                 if seg.lane_steps > 1 and kind == "direct" and step_distance(seg, site):
-                    kind = "exchanged"
+                    kind = "reloaded" if seg.reloads else "exchanged"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

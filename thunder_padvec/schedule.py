@@ -117,7 +117,10 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     segments, first = [], 0
     for seg in plan.segments:
         groups = seg.groups
-        blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
+        if seg.reloads:  # lanes laid end to end over the grid, rows across blocks
+            blocks = -(-groups * seg.team // block)
+        else:
+            blocks = -(-groups // (seg.tile_rows if seg.whole_rows else block))
         segments.append(SegmentLaunch(first, blocks, groups))
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,

@@ -35,6 +35,8 @@ from ..vectorize.plan import WARP, shared_by_rows, step_distance
 from . import scalar
 
 IDX = "padvec_idx"
+NEG_FLIP = True  # a 16-bit x negated through float and rounded back: its sign bit flipped (see _negated_16_bit)
+UIDX = "padvec_uidx"  # for what is never negative (a thread's place in the grid): cheaper division
 
 
 @dataclass
@@ -100,6 +102,19 @@ class _Segment:
         if lane is not None and ref == last:
             return lane + offset if predicate else f"c{last} + {lane + offset}"
         return self.lane_coord(ref, predicate) + (f" + {offset}" if offset else "")
+
+    def predicate_coord(self, site: Site, dim: int, bound: int) -> str | int:
+        """The node's coordinate along ``dim`` for a comparison with ``bound``. In tiled row mode a
+        chunk starts at a multiple of the chunk (``c``): where ``bound`` minus the coordinate's offset
+        along the row is one too, all of the chunk's lanes fall on the same side of it, and the chunk's
+        first column answers for them (one comparison a chunk where ``c`` is a run-time value, as in
+        steps side by side, instead of one a lane)."""
+        coord = self.node_coord(site, dim, predicate=True)
+        ref, offset = site.index_map[dim]
+        if (isinstance(coord, str) and self.seg.tiled and ref == len(self.shape) - 1
+                and (bound - offset) % self.seg.chunk == 0):
+            return f"c + {offset}" if offset else "c"
+        return coord
 
     def box_guard(self, box) -> str:
         terms = []
@@ -260,7 +275,8 @@ def _own_loads(r: _Segment) -> list[str]:
     """The own-chunk loads of steps taken side by side, then the exchanges: a lane's register of
     another step's chunk is the owner's, read with ``__shfl_sync`` (every lane of the warp takes part:
     the segment's blocks hold whole teams of rows, see ``vectorize.plan.lane_steps``). The host runs a block's
-    threads one after another and loads those chunks again instead."""
+    threads one after another and loads those chunks again instead, as the lanes do where the teams do
+    not fit a warp (``seg.reloads``, ``vectorize.plan.reloaded_steps``)."""
     seg = r.seg
     lines = []
     for key, site, node in r.hoisted:
@@ -278,13 +294,15 @@ def _own_loads(r: _Segment) -> list[str]:
         ctype = scalar.CTYPE[node.type.dtype]
         for distance, (other, address) in sorted(r.exchanges[key].items()):
             source = f"((step + {distance}) % {seg.lane_steps}) * {seg.threads_per_row} + col / {seg.chunk}"
-            load = f"padvec_load<{width}>({other}, {address});"
-            lines += [f"alignas(16) {ctype} {other}[{width}];",
-                      "#ifdef __CUDA_ARCH__",
-                      f"padvec_exchange<{width}>({other}, {reg}, {source}, {seg.team});",
-                      "#else",
-                      f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load,
-                      "#endif"]
+            op = _load_op(r.params, _read_once(r, site, node), node) if seg.reloads else "padvec_load"
+            load = f"{op}<{width}>({other}, {address});"
+            load = f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load
+            lines.append(f"alignas(16) {ctype} {other}[{width}];")
+            if seg.reloads:
+                lines.append(load)
+            else:
+                lines += ["#ifdef __CUDA_ARCH__", f"padvec_exchange<{width}>({other}, {reg}, {source}, {seg.team});",
+                          "#else", load, "#endif"]
     return lines
 
 
@@ -328,9 +346,30 @@ def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[s
     return _per_lane(r, site, value)
 
 
+def _negated_16_bit(r: _Segment, site: Site, node: ir.Cast) -> str | None:
+    """The register of ``x`` where this cast rounds ``-float(x)`` back to ``x``'s 16-bit type (a
+    RoPE's ``cat((-x2, x1))`` as traced): exact, so the same as flipping ``x``'s sign bit; else None."""
+    (operand,) = site.operands
+    neg = r.site(operand)
+    neg_node = r.plan.kernel.node(neg.node)
+    if not (isinstance(neg_node, ir.Elementwise) and neg_node.op == "neg" and r.dtype(operand) == ir.DType.float32):
+        return None
+    (inner,) = neg.operands
+    inner = r.names.get(inner, inner)
+    widen = r.site(inner)
+    if not isinstance(r.plan.kernel.node(widen.node), ir.Cast) or r.dtype(inner) != ir.DType.float32:
+        return None
+    (x,) = widen.operands
+    return r.reg(x) if r.dtype(r.names.get(x, x)) == node.type.dtype else None
+
+
 def _render_cast(r: _Segment, site: Site, node: ir.Cast) -> list[str]:
     (operand,) = site.operands
     source, target = r.dtype(operand), node.type.dtype
+    if source == target:  # a copy (a convert to the type it has)
+        return _per_lane(r, site, r.reg(operand))
+    if NEG_FLIP and target in scalar.PACK_PAIR and (x := _negated_16_bit(r, site, node)) is not None:
+        return _per_lane(r, site, f"padvec_flip_sign({x})")
     pack = scalar.PACK_PAIR.get(target)
     if pack is None or r.seg.chunk % 2:
         return _per_lane(r, site, scalar.cast(r.reg(operand), source, target))
@@ -362,9 +401,9 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
                 operand = None
             continue
         if lo > 0:
-            terms.append(f"({coord}) >= {lo}")
+            terms.append(f"({r.predicate_coord(site, dim, lo)}) >= {lo}")
         if hi > 0:
-            terms.append(f"({coord}) < {lo + size_in}")
+            terms.append(f"({r.predicate_coord(site, dim, lo + size_in)}) < {lo + size_in}")
     if operand is None:
         value = fill
     else:
@@ -373,7 +412,6 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
 
 
 def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
-    coord = r.node_coord(site, node.dim, predicate=True)
     live, end = [], 0
     for operand, piece in zip(site.operands, node.operands):
         end += r.plan.kernel.node(piece).type.shape[node.dim]
@@ -381,6 +419,7 @@ def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
             live.append((operand, end))
     value = r.reg(live[-1][0])
     for operand, piece_end in reversed(live[:-1]):
+        coord = r.predicate_coord(site, node.dim, piece_end)
         value = f"({coord}) < {piece_end} ? {r.reg(operand)} : ({value})"
     return _per_lane(r, site, value)
 
@@ -510,11 +549,12 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: Laun
 
 def _render_lane_steps(r: _Segment) -> list[str]:
     """Steps side by side: lane ``col / chunk`` of team ``step`` runs the row's code at column
-    ``own``, its step's first column, a run-time value (the pieces' selects are made per lane)."""
+    ``own``, its step's first column, a run-time value (the pieces' selects are made per chunk, see
+    ``_Segment.predicate_coord``). Where the lanes reload, the dispatcher passes the step (``tile_row``)."""
     seg = r.seg
     team_columns = seg.threads_per_row * seg.chunk
-    head = [f"const int step = (int)(threadIdx.x / {seg.threads_per_row}) % {seg.lane_steps};",
-            f"const int own = step * {team_columns};"]
+    step = "tile_row" if seg.reloads else f"(int)(threadIdx.x / {seg.threads_per_row}) % {seg.lane_steps}"
+    head = [f"const int step = {step};", f"const int own = step * {team_columns};"]
     head += [f"const int own{d} = ((step + {d}) % {seg.lane_steps}) * {team_columns};" for d in range(1, seg.lane_steps)]
     r.lane_step = True
     rows = []
@@ -659,7 +699,16 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
         else:
             lines.append(f"  {keyword} (block < {launch.first_block + launch.blocks}u) {{")
             local = f"(block - {launch.first_block}u)"
-        if seg.tiled:
+        if seg.reloads:  # lane ``i`` of the segment's grid: chunk ``i % team`` of row ``i / team``
+            threads, team = seg.threads_per_row, seg.team
+            lines += [
+                f"    const {UIDX} i = ({UIDX}){local} * {params.block}u + threadIdx.x;",
+                f"    const {IDX} group = ({IDX})(i / {team}u);",
+                f"    const int col = (int)(i % {threads}u) * {seg.chunk};",
+                f"    const int step = (int)(i / {threads}u % {seg.lane_steps}u);",
+                f"    if (phase == 1 && group < {launch.groups}) padvec_segment{i}<0>(args, group, smem, step, col);",
+            ]
+        elif seg.tiled:
             threads, team, tile = seg.threads_per_row, seg.team, seg.tile_rows
             busy = f" && col < {seg.busy_threads * seg.chunk}" if seg.busy_threads < threads else ""
             if params.block % team:  # teams that do not divide the block: the threads past the last sit out
@@ -730,6 +779,7 @@ def render(plan: VectorPlan, params: LaunchParams) -> str:
     kernel = plan.kernel
     lines = [
         f"typedef {'int' if params.index_bits == 32 else 'long long'} {IDX};",
+        f"typedef {'unsigned int' if params.index_bits == 32 else 'unsigned long long'} {UIDX};",
         f"#define PADVEC_SMEM_BYTES {max(params.smem_bytes, 16)}",
         "",
     ]

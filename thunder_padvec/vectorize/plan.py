@@ -37,7 +37,10 @@ side by side instead of one team taking them in turn: lane ``t`` of the ``k``-th
 alone, loads its own chunk of each input once and takes the other steps' chunks from the lanes
 that loaded them (``__shfl_sync`` within a warp). The x of a row is still read once, but a thread
 holds a chunk per input where it held one per step and input: LitGPT's full-rotary forward in 44
-registers instead of 73, 5 blocks of 256 per SM instead of 3.
+registers instead of 73, 5 blocks of 256 per SM instead of 3. Where the teams do not fit a warp evenly
+(Phi-3-mini's halves of 6 chunks), the lanes load the other steps' chunks again instead (``reloads``,
+``reloaded_steps``): one row a thread, the lanes laid end to end over the grid, as Inductor lays out
+its pointwise kernels (28 registers against 80).
 
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
 threads on consecutive 16-byte vectors (coalesced): inputs whose rows are evenly spaced in
@@ -87,6 +90,7 @@ NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
+LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
 ROW_SHARING = 0.6  # several rows per thread only where that cuts a row's loads to this fraction, at most
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
@@ -146,6 +150,7 @@ class SegmentPlan:
     in_registers: bool = False  # staged rows held in registers, a chunk per thread (see Register rows)
     repeats: int = 1  # register rows: rows a thread takes, a block's width apart, their loads in flight together
     lane_steps: int = 1  # tiled: teams of lanes side by side, each taking one step of the row (see lane_steps)
+    reloads: bool = False  # lane steps: a lane loads the other steps' chunks again instead of exchanging them
 
     @property
     def team(self) -> int:
@@ -161,7 +166,8 @@ class SegmentPlan:
         """How threads cover the segment, in words."""
         shape = "x".join(map(str, self.segment.shape))
         if self.tiled:
-            steps = (f"{len(self.steps)} steps side by side (chunks exchanged in the warp)" if self.lane_steps > 1
+            steps = (f"{len(self.steps)} steps side by side (chunks loaded by each lane)" if self.reloads
+                     else f"{len(self.steps)} steps side by side (chunks exchanged in the warp)" if self.lane_steps > 1
                      else f"{len(self.steps)} steps")
             return (f"[{shape}] rows shared by {self.team} threads, {self.chunk}-lane chunks, "
                     f"{steps}" + (f", {self.rows_per_thread} rows per thread along dim {self.row_dim}"
@@ -454,14 +460,22 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
     row a thread: phi-2's RoPE forward b2 16.0 / 16.8, Llama-2's qkv forward b2 70.0 / 71.3. Backward
     kernels (``explore-lane-steps-bwd.log``, fwd+bwd): Llama-2 b1 RoPE 41.2 / 44.6, Llama-3 b2 141.7 / 149.8."""
     n, threads = len(seg.steps), seg.threads_per_row
-    if not (LANE_STEPS and seg.tiled and n > 1 and WARP % (n * threads) == 0 and seg.rows_per_thread > 1):
-        return 1
-    if seg.steps != tuple((k * threads, threads) for k in range(n)):
+    if not (LANE_STEPS and WARP % (n * threads) == 0 and seg.rows_per_thread > 1 and _uniform_steps(kernel, seg)):
         return 1
     if seg.groups % replace(seg, lane_steps=n).tile_rows:
         return 1
+    return n
+
+
+def _uniform_steps(kernel: ir.Kernel, seg: SegmentPlan) -> bool:
+    """Whether lanes side by side can run a tiled row's steps as one code: the steps are whole and
+    consecutive, that code holds at most ``LANE_STEPS_MAX_SITES`` times a step's own computed sites,
+    and every load is a chunk-wide vector of whole 32-bit words that some step's lanes own."""
+    n, threads = len(seg.steps), seg.threads_per_row
+    if not (seg.tiled and n > 1 and seg.steps == tuple((k * threads, threads) for k in range(n))):
+        return False
     if _uniform_sites(kernel, seg) > LANE_STEPS_MAX_SITES:
-        return 1
+        return False
     for site in seg.segment.sites:
         node = kernel.node(site.node)
         if not isinstance(node, ir.LOADS):
@@ -470,8 +484,23 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
         if distance is None:
             continue
         if distance < 0 or seg.widths[site.id] != seg.chunk or seg.chunk * node.type.dtype.itemsize % 4:
-            return 1
-    return n
+            return False
+    return True
+
+
+def reloaded_steps(kernel: ir.Kernel, seg: SegmentPlan) -> bool:
+    """Steps side by side whose lanes load the other steps' chunks again (from the L1, where the lanes
+    that own them have just loaded them) instead of exchanging them: where the teams do not fit a warp
+    evenly (Phi-3-mini's rows of 96, halves of 6 chunks: 12 lanes a row), each lane then takes one
+    chunk of one row, as Inductor's kernels do; the dispatcher lays the lanes end to end over the grid
+    (``codegen.render``), rows across blocks. On the H200 (``benchmarks/results/2026-12-04-reloads/``,
+    same process, torch.compile in brackets): Phi-3-mini's RoPE forward b1 17.5 µs against 18.1 for one
+    team of 6 taking both halves of 4 heads in turn (17.4), b2 30.9 against 30.9 (29.4); its fwd+bwd b1
+    33.4 against 34.0 (33.8), b2 58.3 against 59.1 (59.2); its qkv forward b1 32.4 against 31.9 (33.0), b2
+    56.2 against 56.9 (69.0). A hand-written kernel of the same layout and rounding steps
+    (``tools/flat_probe.py``) took 17.2 and 29.4 µs."""
+    n, threads = len(seg.steps), seg.threads_per_row
+    return LANE_RELOADS and WARP % (n * threads) != 0 and _uniform_steps(kernel, seg)
 
 
 def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict[str, Layout]) -> int:
@@ -704,6 +733,8 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
             row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
             seg = replace(seg, lane_steps=lane_steps(kernel, seg))
+            if seg.lane_steps == 1 and reloaded_steps(kernel, seg):
+                seg = replace(seg, lane_steps=len(seg.steps), reloads=True, row_dim=None, rows_per_thread=1)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

@@ -24,6 +24,7 @@ class Access:
     width: int  # elements per vector access
     access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
     #              "exchanged": a chunk another lane of the warp loaded as its own (steps side by side);
+    #              "reloaded": such a chunk loaded again by the lane (teams that do not fit a warp);
     #              "staged": rows copied between global and shared memory (or registers), coalesced (an
     #              input's one read, an output's one write); "shared": a read of a row staged in shared
     #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes

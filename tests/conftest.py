@@ -9,6 +9,8 @@ import thunder_padvec  # noqa: E402  (the compat shim must run before Thunder is
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from thunder_padvec.bench.stops import pytest_runtest_makereport  # noqa: E402,F401  (a time limit's interrupt)
+
 HAS_GPU = torch.cuda.is_available()
 
 

@@ -93,3 +93,27 @@ def test_the_table_shows_padvec_against_the_per_pass_copies_where_they_were_time
     lines = [line for line in table.splitlines() if line.startswith("| c |")]
     assert lines[0].endswith("| 1.10x | 900.0 (90.0%) |" if passes else "| 1.10x |")
     assert lines[1].endswith("| - | - |" if passes else "| - |")
+
+
+def test_a_keyboard_interrupt_that_thunders_tracing_wrapped_ends_the_run():
+    """A time limit's SIGINT lands while Thunder traces: its interpreter raises an error from the
+    KeyboardInterrupt, and the hook ends the run (pytest then stops, and pytest-benchmark still writes
+    its records); other failures do not."""
+    from types import SimpleNamespace
+
+    from thunder_padvec.bench import stops
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as cause:
+            raise RuntimeError("Encountered exception KeyboardInterrupt") from cause
+    except RuntimeError as err:
+        wrapped = err
+    assert stops.interrupted(wrapped) and stops.interrupted(KeyboardInterrupt())
+    assert not stops.interrupted(RuntimeError("no")) and not stops.interrupted(None)
+    for err, stop in ((wrapped, True), (ValueError("a failed check"), False), (None, False)):
+        session = SimpleNamespace(shouldstop=False)
+        call = SimpleNamespace(excinfo=None if err is None else SimpleNamespace(value=err))
+        stops.pytest_runtest_makereport(SimpleNamespace(session=session), call)
+        assert bool(session.shouldstop) == stop

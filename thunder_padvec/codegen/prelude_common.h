@@ -91,13 +91,13 @@ PADVEC_FN padvec_half padvec_half_from_float(float f) {
   return r;
 }
 
-// Rounds two floats into two consecutive 16-bit lanes.
 // -x of a 16-bit float: its sign bit flipped (exactly what rounding -float(x) back gives, NaN aside)
 template <typename T> PADVEC_FN T padvec_flip_sign(T x) {
   x.bits = (unsigned short)(x.bits ^ 0x8000u);
   return x;
 }
 
+// Rounds two floats into two consecutive 16-bit lanes.
 PADVEC_FN void padvec_pack_bf16x2(padvec_bf16* dst, float lo, float hi) {
 #ifdef PADVEC_CVT_INSTRUCTIONS
   unsigned int pair;

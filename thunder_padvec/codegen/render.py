@@ -276,7 +276,7 @@ def _own_loads(r: _Segment) -> list[str]:
     another step's chunk is the owner's, read with ``__shfl_sync`` (every lane of the warp takes part:
     the segment's blocks hold whole teams of rows, see ``vectorize.plan.lane_steps``). The host runs a block's
     threads one after another and loads those chunks again instead, as the lanes do where the teams do
-    not fit a warp (``seg.reloads``, ``vectorize.plan.reloaded_steps``)."""
+    not fit a warp (``seg.reloads``, ``vectorize.plan.lane_steps``)."""
     seg = r.seg
     lines = []
     for key, site, node in r.hoisted:
@@ -292,17 +292,17 @@ def _own_loads(r: _Segment) -> list[str]:
     for key, site, node in r.hoisted:
         (_, guard, width), reg = key, r.loads[key]
         ctype = scalar.CTYPE[node.type.dtype]
+        op = _load_op(r.params, _read_once(r, site, node), node) if seg.reloads else "padvec_load"
         for distance, (other, address) in sorted(r.exchanges[key].items()):
-            source = f"((step + {distance}) % {seg.lane_steps}) * {seg.threads_per_row} + col / {seg.chunk}"
-            op = _load_op(r.params, _read_once(r, site, node), node) if seg.reloads else "padvec_load"
             load = f"{op}<{width}>({other}, {address});"
             load = f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load
             lines.append(f"alignas(16) {ctype} {other}[{width}];")
             if seg.reloads:
                 lines.append(load)
-            else:
-                lines += ["#ifdef __CUDA_ARCH__", f"padvec_exchange<{width}>({other}, {reg}, {source}, {seg.team});",
-                          "#else", load, "#endif"]
+                continue
+            source = f"((step + {distance}) % {seg.lane_steps}) * {seg.threads_per_row} + col / {seg.chunk}"
+            lines += ["#ifdef __CUDA_ARCH__", f"padvec_exchange<{width}>({other}, {reg}, {source}, {seg.team});",
+                      "#else", load, "#endif"]
     return lines
 
 

@@ -39,7 +39,7 @@ that loaded them (``__shfl_sync`` within a warp). The x of a row is still read o
 holds a chunk per input where it held one per step and input: LitGPT's full-rotary forward in 44
 registers instead of 73, 5 blocks of 256 per SM instead of 3. Where the teams do not fit a warp evenly
 (Phi-3-mini's halves of 6 chunks), the lanes load the other steps' chunks again instead (``reloads``,
-``reloaded_steps``): one row a thread, the lanes laid end to end over the grid, as Inductor lays out
+see ``lane_steps``): one row a thread, the lanes laid end to end over the grid, as Inductor lays out
 its pointwise kernels (28 registers against 80).
 
 Staging. In staged row mode a block's tile of rows moves between global and shared memory at once, consecutive
@@ -88,7 +88,7 @@ MIN_EXACT_THREADS = 4  # ... of at least this many (fewer take more chunks each:
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
-LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange their chunks (see lane_steps)
+LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
 ROW_SHARING = 0.6  # several rows per thread only where that cuts a row's loads to this fraction, at most
@@ -441,9 +441,9 @@ def _uniform_sites(kernel: ir.Kernel, seg: SegmentPlan) -> float:
     return every * len(columns) / own if own else 1.0
 
 
-def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
-    """How many teams take a tiled row's steps side by side (``len(steps)``), or 1 (one team, in
-    turn). Side by side where the steps are whole and consecutive (step ``k`` is chunks ``k * t`` to
+def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
+    """``seg`` with its tiled row's steps taken side by side by ``len(steps)`` teams where they may be,
+    else as it is (one team, in turn). Side by side where the steps are whole and consecutive (step ``k`` is chunks ``k * t`` to
     ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly, and every load is one
     chunk-wide vector held by the lanes the same number of teams along at every step that reads it
     (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
@@ -458,13 +458,26 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> int:
     batch-1 rows of Llama-2, Mistral and Gemma within 0.5%; the grouped-query qkv forward, Llama-3 b1 86.7
     / 82.6 (89.4), b2 165.9 / 158.8 (172.5), Mistral b1 43.8 / 42.4 (48.6), b2 84.0 / 80.1 (89.9). With one
     row a thread: phi-2's RoPE forward b2 16.0 / 16.8, Llama-2's qkv forward b2 70.0 / 71.3. Backward
-    kernels (``explore-lane-steps-bwd.log``, fwd+bwd): Llama-2 b1 RoPE 41.2 / 44.6, Llama-3 b2 141.7 / 149.8."""
+    kernels (``explore-lane-steps-bwd.log``, fwd+bwd): Llama-2 b1 RoPE 41.2 / 44.6, Llama-3 b2 141.7 / 149.8.
+
+    Where the teams do not fit a warp evenly (Phi-3-mini's rows of 96, halves of 6 chunks: 12 lanes a
+    row), the lanes load the other steps' chunks again instead of exchanging them (``reloads``; from the
+    L1, where the lanes that own them have just loaded them), one row a thread: each lane takes one chunk
+    of one row, as Inductor's kernels do, and the dispatcher lays the lanes end to end over the grid
+    (``codegen.render``), rows across blocks. On the H200 (``benchmarks/results/2026-12-04-reloads/``,
+    same process, torch.compile in brackets): Phi-3-mini's RoPE forward b1 17.5 µs against 18.1 for one
+    team of 6 taking both halves of 4 heads in turn (17.4), b2 30.9 against 30.9 (29.4); its fwd+bwd b1
+    33.4 against 34.0 (33.8), b2 58.3 against 59.1 (59.2); its qkv forward b1 32.4 against 31.9 (33.0), b2
+    56.2 against 56.9 (69.0). A hand-written kernel of the same layout and rounding steps
+    (``tools/flat_probe.py``) took 17.2 and 29.4 µs."""
     n, threads = len(seg.steps), seg.threads_per_row
-    if not (LANE_STEPS and WARP % (n * threads) == 0 and seg.rows_per_thread > 1 and _uniform_steps(kernel, seg)):
-        return 1
-    if seg.groups % replace(seg, lane_steps=n).tile_rows:
-        return 1
-    return n
+    if not (LANE_STEPS and _uniform_steps(kernel, seg)):
+        return seg
+    if WARP % (n * threads):  # teams that do not fit a warp: each lane loads the others' chunks again
+        return replace(seg, lane_steps=n, reloads=True, row_dim=None, rows_per_thread=1) if LANE_RELOADS else seg
+    if seg.rows_per_thread > 1 and not seg.groups % replace(seg, lane_steps=n).tile_rows:
+        return replace(seg, lane_steps=n)
+    return seg
 
 
 def _uniform_steps(kernel: ir.Kernel, seg: SegmentPlan) -> bool:
@@ -486,21 +499,6 @@ def _uniform_steps(kernel: ir.Kernel, seg: SegmentPlan) -> bool:
         if distance < 0 or seg.widths[site.id] != seg.chunk or seg.chunk * node.type.dtype.itemsize % 4:
             return False
     return True
-
-
-def reloaded_steps(kernel: ir.Kernel, seg: SegmentPlan) -> bool:
-    """Steps side by side whose lanes load the other steps' chunks again (from the L1, where the lanes
-    that own them have just loaded them) instead of exchanging them: where the teams do not fit a warp
-    evenly (Phi-3-mini's rows of 96, halves of 6 chunks: 12 lanes a row), each lane then takes one
-    chunk of one row, as Inductor's kernels do; the dispatcher lays the lanes end to end over the grid
-    (``codegen.render``), rows across blocks. On the H200 (``benchmarks/results/2026-12-04-reloads/``,
-    same process, torch.compile in brackets): Phi-3-mini's RoPE forward b1 17.5 µs against 18.1 for one
-    team of 6 taking both halves of 4 heads in turn (17.4), b2 30.9 against 30.9 (29.4); its fwd+bwd b1
-    33.4 against 34.0 (33.8), b2 58.3 against 59.1 (59.2); its qkv forward b1 32.4 against 31.9 (33.0), b2
-    56.2 against 56.9 (69.0). A hand-written kernel of the same layout and rounding steps
-    (``tools/flat_probe.py``) took 17.2 and 29.4 µs."""
-    n, threads = len(seg.steps), seg.threads_per_row
-    return LANE_RELOADS and WARP % (n * threads) != 0 and _uniform_steps(kernel, seg)
 
 
 def hoisted_bytes(kernel: ir.Kernel, seg: SegmentPlan, row_dim: int, rows: int, layouts: dict[str, Layout]) -> int:
@@ -732,9 +730,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         if seg.tiled:
             row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
-            seg = replace(seg, lane_steps=lane_steps(kernel, seg))
-            if seg.lane_steps == 1 and reloaded_steps(kernel, seg):
-                seg = replace(seg, lane_steps=len(seg.steps), reloads=True, row_dim=None, rows_per_thread=1)
+            seg = lane_steps(kernel, seg)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

@@ -2,19 +2,17 @@
 
     python benchmarks/tools/flat_probe.py --cases Phi-3-mini-b1-rope-bfloat16-fwd --flat 1 2 --lanes12 1 2 4
 
-padvec's kernel for Phi-3-mini's rows of 96 gives a team of 6 threads a row, both halves of it (two
-steps) for 4 heads sharing cos and sin: 80 registers, 3 blocks of 256 per SM. Its rows cannot take
-steps side by side (teams of 6 lanes a half do not divide a warp). Two hand-written kernels take its
-place here (own grid), each checked against eager's output (NaN-filled first) and timed beside padvec
-as built, torch.compile and the copy (CUDA-graph replay, L2 flushed):
+When this probe was written, padvec's kernel for Phi-3-mini's rows of 96 gave a team of 6 threads a
+row, both halves of it (two steps) for 4 heads sharing cos and sin: 80 registers, 3 blocks of 256 per
+SM (teams of 6 lanes a half do not divide a warp, so its steps could not go side by side). What it
+found made padvec take the first layout below itself (``vectorize.plan.lane_steps``, lanes that
+reload); the probe stays to compare padvec with it. Two hand-written kernels take padvec's place here
+(own grid), each checked against eager's output (NaN-filled first) and timed beside padvec as built,
+torch.compile and the copy (CUDA-graph replay, L2 flushed):
 
 - ``flat K``: Inductor's way. A thread per 16-byte chunk of the output (``K`` of them, a grid's stride
   apart): it loads its chunk of x, the chunk half a row away, and its chunk of cos and sin; 32-bit
   index arithmetic, no sharing between heads.
-- ``built flat B``: padvec's own kernel as built (where its lanes load the other half again, teams of
-  12 lanes in blocks of 256, 4 threads idle) with its blocks remapped to Inductor's layout: thread
-  ``i`` of the grid takes chunk ``i % 12`` of row ``i / 12`` (blocks of ``B``, rows across blocks).
-- ``built order``: padvec's kernel as built with the other half's load moved up beside the own one.
 - ``lanes12 R``: 16 lanes a row, 6 elements (12 bytes, three 4-byte accesses) a lane, so that a half
   is 8 lanes and the other half's elements come from the lane 8 away (``__shfl_xor_sync``); ``R``
   heads a thread sharing the lane's cos and sin.
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import cases
@@ -145,46 +142,12 @@ def lanes12(body: str, config, R: int, block: int, keep_x: bool) -> tuple[str, i
     return _head(body) + kernel, groups * 16 // block
 
 
-def built_flat(body: str, config, block: int) -> tuple[str, int]:
-    """padvec's kernel of steps side by side with reloads, its teams laid end to end over the grid."""
-    team = config.head_size // 8
-    rows = config.batch * config.n_head * config.seq
-    grid = rows * team // block
-    assert rows * team % block == 0
-    half = team // 2
-    out, n = re.subn(r"const int step = \(int\)\(threadIdx.x / (\d+)\) % 2;",
-                     f"const int step = (int)((blockIdx.x * {block}u + threadIdx.x) / {half}u) % 2;", body)
-    assert n == 1
-    out, n = re.subn(r"if \(block < \d+u\) \{", f"if (block < {grid}u) {{", out)
-    assert n == 1
-    out, n = re.subn(r"const padvec_idx group = \(padvec_idx\)tile_index \* \d+ \+ threadIdx.x / \d+;\n"
-                     r"(\s*)const int col = \(int\)\(threadIdx.x % \d+\) \* 8;\n"
-                     r"(\s*)if \(phase == 1 && group < (\d+) && threadIdx.x < \d+u\)",
-                     lambda m: (f"const unsigned int i = tile_index * {block}u + threadIdx.x;\n"
-                                f"{m[1]}const padvec_idx group = (padvec_idx)(i / {team}u);\n"
-                                f"{m[1]}const int col = (int)(i % {half}u) * 8;\n"
-                                f"{m[2]}if (phase == 1 && group < {m[3]})"), out)
-    assert n == 1, "the dispatcher of teams that do not divide the block"
-    out = out.replace("__launch_bounds__(256)", f"__launch_bounds__({block})")
-    return out, grid
-
-
-def built_order(body: str) -> str:
-    """padvec's kernel with the load of the other half's chunk moved up beside the lane's own."""
-    m = re.search(r"  alignas\(16\) padvec_bf16 g0_1\[8\];\n  padvec_load\w*<8>\(g0_1, [^\n]*\n", body)
-    own = re.search(r"  alignas\(16\) padvec_bf16 g0\[8\];\n  padvec_load\w*<8>\(g0, [^\n]*\n", body)
-    assert m and own
-    body = body.replace(m[0], "")
-    return body.replace(own[0], own[0] + m[0])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", nargs="+", required=True)
     parser.add_argument("--flat", nargs="*", type=int, default=[1, 2], help="chunks a thread")
     parser.add_argument("--lanes12", nargs="*", type=int, default=[1, 2, 4], help="heads a thread")
     parser.add_argument("--blocks", nargs="+", type=int, default=[128, 256])
-    parser.add_argument("--built", action="store_true", help="also padvec's kernel remapped and reordered")
     args = parser.parse_args()
     by_id = {case.id: case for case in cases()}
     for case_id in args.cases:
@@ -198,18 +161,13 @@ def main() -> None:
             for K in args.flat:
                 for keep_x, keep_cs in ((False, False), (False, True), (True, True)):
                     label = f"flat k{K} b{block} x{'kept' if keep_x else 'plain'} cs{'kept' if keep_cs else 'plain'}"
-                    variants.append((label, flat(probe.body, config, K, block, keep_x, keep_cs)))
+                    variants.append((label, block, flat(probe.body, config, K, block, keep_x, keep_cs)))
             for R in args.lanes12:
                 for keep_x in (True, False):
                     label = f"lanes12 r{R} b{block} x{'kept' if keep_x else 'plain'}"
-                    variants.append((label, lanes12(probe.body, config, R, block, keep_x)))
-        if args.built:
-            for block in args.blocks:
-                variants.append((f"built flat b{block}", built_flat(probe.body, config, block)))
-            variants.append((f"built order b{params.block}", (built_order(probe.body), params.grid)))
-        for label, (variant, grid) in variants:
+                    variants.append((label, block, lanes12(probe.body, config, R, block, keep_x)))
+        for label, block, (variant, grid) in variants:
             source = codegen.device_source(variant)
-            block = int(label.split(" b")[1].split()[0])
             module = probe.load(source)
             spec.params = dataclasses.replace(params, grid=grid, block=block)
             probe.timed(label, f"registers {_registers(source)}, blocks/SM {module.resources(block)[2]}, grid {grid}")

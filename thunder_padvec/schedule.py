@@ -16,6 +16,7 @@ from .vectorize.plan import MIN_THREADS, STAGED_WARPS, WARP
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 REGISTER_SLACK = 8  # registers per thread a kernel may give up, at most, for one more block per SM
 REGISTER_UNIT = 256  # registers are allocated to a warp in units of this many
+RELOAD_BLOCK = 256  # block of a launch whose every segment reloads (``vectorize.plan.lane_steps``)
 
 
 @dataclass
@@ -112,7 +113,9 @@ def interleaves(plan: VectorPlan) -> bool:
 def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
     block = block or TUNING.block
     smem = max((seg.smem_bytes for seg in plan.segments), default=0)
-    if any(seg.whole_rows for seg in plan.segments):
+    if plan.segments and all(seg.reloads for seg in plan.segments):
+        block = RELOAD_BLOCK
+    elif any(seg.whole_rows for seg in plan.segments):
         block = WARP * STAGED_WARPS
     segments, first = [], 0
     for seg in plan.segments:

@@ -330,8 +330,8 @@ def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_
     """Phi-3's rows of 96 (halves of 6 chunks): teams of 6 lanes a half do not divide a warp, so the two
     teams of a row take its halves side by side with each lane loading the other half's chunk again
     (from the L1, where the lane that owns it has just loaded it), one row a thread: 4 loads a lane (x,
-    x's other half, cos, sin). The lanes are laid end to end over the grid (296 rows of 12 lanes: 14
-    blocks, rows across blocks, the last block partly idle), the cat's halves are selected once a chunk,
+    x's other half, cos, sin). The lanes are laid end to end over the grid (296 rows of 12 lanes: 28
+    blocks of 128, rows across blocks, the last block partly idle), the cat's halves are selected once a chunk,
     and -x is x's sign bit flipped. Every element is written (outputs poisoned with NaN) and equals
     eager's; with ``LANE_RELOADS`` off one team of 6 takes both halves of 4 rows in turn."""
     from thunder_padvec.examples import litgpt_rope
@@ -345,11 +345,11 @@ def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_
     (seg,) = report.plan.segments
     assert (seg.threads_per_row, seg.lane_steps, seg.team, seg.rows_per_thread, seg.reloads) == (6, 2, 12, 1, True)
     assert "2 steps side by side (chunks loaded by each lane)" in seg.mapping
-    assert report.launch.grid == -(-296 * 12 // 256)
+    assert (report.launch.block, report.launch.grid) == (128, -(-296 * 12 // 128))
     source = report.kernel_source
     assert len(re.findall(r"padvec_load\w*<8>\(g\d+(?:_\d+)?, args\.in", source)) == 4
     assert "padvec_exchange<" not in source
-    assert "const padvec_uidx i = (padvec_uidx)(block - 0u) * 256u + threadIdx.x;" in source
+    assert "const padvec_uidx i = (padvec_uidx)(block - 0u) * 128u + threadIdx.x;" in source
     assert "(c) < 48 ?" in source and "(l) < 48" not in source  # one select a chunk
     assert "= padvec_flip_sign(" in source
     assert {a.access for a in report.accesses if a.tensor == "x" and a.role == "input"} == {"cached", "reloaded"}

@@ -108,6 +108,38 @@ def test_a_16_bit_value_negated_through_float_is_its_sign_bit_flipped(emulated, 
         assert not re.search(r"padvec_pack_\w+\(&s\d+\[j\], padvec_to_float\(s\d+\[j\]\)", source)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_word_pairs_and_float_twins_keep_the_bits_of_eager(emulated, generator, dtype, monkeypatch):
+    """A RoPE's arithmetic as traced, on 16-bit values with zeros, infinities, NaN, subnormals and the
+    largest values: built with word pairs (bf16 lanes widened two from one word, a rounded pair stored
+    as one word) or without, and with float twins (the select of ``cat((-x2, x1))`` read as the floats
+    it came from) or without, the same bits as eager every time."""
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    x = torch.cat([torch.tensor(SPECIALS), torch.randn(1007, generator=generator) * 1e3,
+                   torch.randn(1024, generator=generator) * 1e-6]).to(dtype).reshape(-1, 16)
+    cos, sin = (randn(*x.shape, dtype=dtype, generator=generator) for _ in range(2))
+
+    def fn(x, cos, sin):
+        return x * cos + torch.cat((-x[:, 8:], x[:, :8]), -1) * sin
+
+    expected = fn(x, cos, sin)
+    numbers = ~expected.isnan()
+    for pairs in (True, False):
+        for twins in (True, False):
+            monkeypatch.setattr(schedule.TUNING, "word_pairs", pairs)
+            monkeypatch.setattr(render, "FLOAT_TWINS", twins)
+            jitted, out, _ = jit_and_run(fn, x, cos, sin)
+            assert torch.equal(out.view(torch.int16)[numbers], expected.view(torch.int16)[numbers]), (pairs, twins)
+            assert out.isnan().equal(expected.isnan())
+            (fusion, _), = fusions(thunder.last_traces(jitted)[-1])
+            source = codegen.render(fusion.last.plan, fusion.last.params)
+            pack = "padvec_pack_bf16x2" if dtype == torch.bfloat16 else "padvec_pack_halfx2"
+            assert (f"{pack}(&" in source) == pairs and (f"{pack}<false>(&" in source) != pairs
+            assert ("padvec_widen_bf16x2(&" in source) == (pairs and dtype == torch.bfloat16)
+            assert bool(re.search(r"float t\d+\[\d+\];", source)) == twins
+            assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize("value, dtype, text", [
     (0.5, ir.DType.float32, "((float)0x1.0000000000000p-1)"),
     (math.inf, ir.DType.float32, "padvec_float_from_bits(0x7f800000u)"),

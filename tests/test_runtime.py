@@ -256,3 +256,51 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     built.clear()
     spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
     assert built == [True] and spec.choice is None and len(timed) == 1
+
+
+class _FakeModule:
+    def __init__(self, blocks, local=0):
+        self.blocks, self.local = blocks, local
+
+    def resources(self, block):
+        return 80, self.local, self.blocks
+
+
+@pytest.mark.parametrize("pairs, plain, kept", [
+    ((2, 0), (3, 0), "plain"),  # the Llama-class backward: a block per SM more without word pairs
+    ((3, 0), (3, 0), "plain"),  # a tie goes to the lighter build
+    ((3, 0), (2, 0), "pairs"),
+    ((2, 0), (3, 16), "pairs"),  # more blocks, but spilling
+])
+def test_word_pairs_give_way_where_they_cost_blocks_per_sm(emulated, generator, pairs, plain, kept):
+    """A heavy kernel is built again without word pairs and keeps whichever build holds more blocks
+    per SM without spilling more, the one without on a tie. A kernel with nothing in 16-bit pairs
+    (float32) is not built again. The GPU parts (loading, occupancy) stand in here."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen, fusion
+    from thunder_padvec.explain import fusions
+
+    for dtype, pairs_in_source in ((torch.bfloat16, True), (torch.float32, False)):
+        x = randn(2, 4, 8, 32, dtype=dtype, generator=generator)
+        cos, sin = (randn(8, 8, dtype=dtype, generator=generator) for _ in range(2))
+        _, _, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)
+        ((fn, _),) = fusions(trace)
+        spec = fn.last
+        assert spec.params.word_pairs
+        source = codegen.device_source(codegen.render(spec.plan, spec.params))
+        loads = []
+
+        def load(plan, params, source):
+            loads.append((params, source))
+            return params, source, None, _FakeModule(*plain)
+
+        build = (spec.params, source, None, _FakeModule(*pairs))
+        chosen = fusion._without_word_pairs(spec.plan, build, load)
+        if not pairs_in_source:
+            assert chosen is build and not loads
+            continue
+        ((plain_params, plain_source),) = loads
+        assert plain_params == replace(spec.params, word_pairs=False) and "<false>(&" in plain_source
+        assert chosen[0].word_pairs == (kept == "pairs")
+        assert (chosen is build) == (kept == "pairs")

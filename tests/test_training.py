@@ -147,10 +147,11 @@ def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to
     most an SM holds) keeps its build. The kernels with the evict_last hints, as built (no measured
     choice: the variant without them may fit by itself), and ``-x`` rounded through float as traced
     (with its sign bit flipped instead, ptxas gives this backward 90 registers, more than
-    ``schedule.REGISTER_SLACK`` over)."""
+    ``schedule.REGISTER_SLACK`` over), without word pairs (they change the registers too)."""
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    monkeypatch.setattr(schedule.TUNING, "word_pairs", False)
     monkeypatch.setattr(importlib.import_module("thunder_padvec.codegen.render"), "NEG_FLIP", False)
     case = ("phi-3", litgpt_rope, (1, 32, 4096, 96), 96, {})
     seed = generator.initial_seed()
@@ -166,6 +167,23 @@ def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to
     assert fitted_reports["forward"].launch.min_blocks == 0
     assert fitted_reports["backward"].launch.min_blocks == 3, str(fitted_reports["backward"])
     assert "__launch_bounds__(256, 3)" in fitted_reports["backward"].source
+
+
+@pytest.mark.gpu
+def test_a_heavy_backward_is_built_without_word_pairs_where_they_cost_a_block_per_sm(generator, monkeypatch):
+    """Llama-2-7b's RoPE backward (rows of 128): with word pairs NVRTC for sm_90 gives it 94 registers,
+    2 blocks of 256 per SM; without, 73 and 3 blocks. padvec keeps the build without; the forward (40
+    registers either way, 6 blocks) keeps its word pairs. The gradients are eager's, bit for bit."""
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    case = ("llama-2", litgpt_rope, (1, 32, 4096, 128), 128, {})
+    grad, eager_grad, jitted = _check_gradients(case, "cuda", torch.bfloat16, generator)
+    assert torch.equal(grad, eager_grad)
+    reports = {r.trace: r for r in explain(jitted)}
+    assert reports["forward"].launch.word_pairs, str(reports["forward"])
+    assert not reports["backward"].launch.word_pairs, str(reports["backward"])
+    assert "padvec_pack_bf16x2<false>(&" in reports["backward"].source
 
 
 class AttentionBlock(torch.nn.Module):

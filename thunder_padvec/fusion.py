@@ -96,6 +96,35 @@ def _fit_registers(plan: vectorize.VectorPlan, params: LaunchParams, module, dev
     return fitted, source, path, candidate
 
 
+def _few_blocks(build, device: int) -> bool:
+    """Whether a build keeps fewer than half the threads an SM holds: the occupancy below which a
+    memory-bound kernel's registers are worth weighing (``_without_word_pairs``)."""
+    params, _, _, module = build
+    _, _, blocks = module.resources(params.block)
+    return blocks * params.block < torch.cuda.get_device_properties(device).max_threads_per_multi_processor // 2
+
+
+def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
+    """The kernel built with 16-bit lanes widened and stored one at a time, unless that costs blocks
+    per SM or spills more than ``build``, its word-pair build. Word pairs cut instructions (the RoPE
+    kernels' by 9 to 24% with NVRTC for sm_90) but hold a pair's word beside its lanes: in the
+    Llama-class RoPE backward, 84 to 94 registers instead of 73, 2 blocks of 256 per SM instead of 3
+    (or 3 squeezed by ``__launch_bounds__``). On the H200 (``explore-arith.log``) the Llama-class
+    forward and backward ran 0.4 to 1.2% slower with word pairs, Mistral-7B's qkv form 4.6% (90.5 us
+    against 86.5), while the light forward kernels (at most 63 registers either way) ran up to 4%
+    faster (pythia-160m's 7.9 us against 8.2, Phi-3-mini's 29.0 against 29.5): where a kernel is this heavy,
+    its registers, not its instructions, set the pace, so a tie in blocks goes to the lighter build."""
+    params, source, _, module = build
+    plain = replace(params, word_pairs=False)
+    plain_source = codegen.device_source(codegen.render(plan, plain))
+    if plain_source == source:  # nothing widened or stored in pairs
+        return build
+    other = load(plan, plain, plain_source)
+    _, local, blocks = module.resources(params.block)
+    _, other_local, other_blocks = other[3].resources(params.block)
+    return other if other_blocks >= blocks and other_local <= local else build
+
+
 @dataclass
 class Specialization:
     """One layout's kernel, loaded and ready to launch."""
@@ -295,20 +324,33 @@ class PadvecFusion:
 
     def _build_cuda(self, plan, params: LaunchParams, source: str, device: torch.device,
                     arguments: int) -> Specialization:
-        """``source`` (of ``plan`` and ``params``) compiled and loaded, built again to fit where it pays."""
+        """``source`` (of ``plan`` and ``params``) compiled and loaded, built again to fit where it pays,
+        and built without word pairs where they cost a block per SM (``_without_word_pairs``)."""
+        build = self._load_cuda(plan, params, source, device.index)
+        if params.word_pairs and _few_blocks(build, device.index):
+            try:
+                build = _without_word_pairs(plan, build, functools.partial(self._load_cuda, device=device.index))
+            except PadvecError as err:  # the first build stands
+                log.debug("%s: no build without word pairs: %s", self.name, err)
+        params, source, path, module = build
+        return Specialization(plan, params, source, path, device, module, ArgPack(arguments))
+
+    def _load_cuda(self, plan, params: LaunchParams, source: str, device: int):
+        """``(params, source, path, module)``: ``source`` compiled and loaded, built again with
+        ``__launch_bounds__`` where a few registers stand in the way of one more block per SM."""
         from .runtime.launch import CudaModule
 
-        binary, path = cache.binary(source, _cuda_target(device.index))
+        binary, path = cache.binary(source, _cuda_target(device))
         try:
-            module = CudaModule(binary, device.index)
+            module = CudaModule(binary, device)
         except LaunchError as err:
             raise LaunchError(f"{err}; source dumped to {path}") from err
         if TUNING.fit_registers and not params.min_blocks:
             try:
-                fitted = _fit_registers(plan, params, module, device.index)
+                fitted = _fit_registers(plan, params, module, device)
             except PadvecError as err:  # the first build stands
                 log.debug("%s: no build with __launch_bounds__: %s", self.name, err)
                 fitted = None
             if fitted is not None:
-                params, source, path, module = fitted
-        return Specialization(plan, params, source, path, device, module, ArgPack(arguments))
+                return fitted
+        return params, source, path, module

@@ -36,6 +36,7 @@ class Tuning:
     fit_registers: bool = True  # a kernel a few registers over one more block per SM is built again to fit
     interleave: bool = True  # a launch holding pieces of cut rows interleaves its segments' blocks (render._interleave)
     tune_hints: bool = True  # the first call on a GPU times keep_hints on and off and keeps the faster (runtime.tune)
+    word_pairs: bool = True  # 16-bit lanes widened and stored two at a time as 32-bit words (codegen.render)
 
 
 TUNING = Tuning()
@@ -62,13 +63,16 @@ class LaunchParams:
     keep_hints: bool = True  # see Tuning
     plane_order: bool = False  # see Tuning
     interleave: bool = False  # see Tuning
+    word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._lighter)
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
         smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
         bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
         order = ", segments interleaved" if self.interleave else ""
-        return f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order} ({parts})"
+        pairs = "" if self.word_pairs else ", 16-bit lanes one at a time"
+        return (f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order}{pairs}"
+                f" ({parts})")
 
 
 def fit_blocks(registers: int, block: int, blocks_per_sm: int, registers_per_sm: int = 65536,
@@ -133,4 +137,4 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
                         TUNING.load_hints, TUNING.store_hints, TUNING.keep_hints,
-                        TUNING.plane_order, interleaves(plan))
+                        TUNING.plane_order, interleaves(plan), TUNING.word_pairs)

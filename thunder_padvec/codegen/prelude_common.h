@@ -97,25 +97,46 @@ template <typename T> PADVEC_FN T padvec_flip_sign(T x) {
   return x;
 }
 
-// Rounds two floats into two consecutive 16-bit lanes.
-PADVEC_FN void padvec_pack_bf16x2(padvec_bf16* dst, float lo, float hi) {
+// Writes a 32-bit word into two consecutive 16-bit lanes (4-byte aligned): as one word (WORD), so
+// that the compiler can keep the pair in one register instead of splitting it and joining it again
+// for a store, or lane by lane.
+template <bool WORD, typename T> PADVEC_FN void padvec_store_pair(T* dst, unsigned int pair) {
+  if (WORD) {
+    struct alignas(4) word { unsigned int v; };
+    *reinterpret_cast<word*>(dst) = word{pair};
+  } else {
+    dst[0].bits = (unsigned short)(pair & 0xffffu);
+    dst[1].bits = (unsigned short)(pair >> 16);
+  }
+}
+
+// Widens two consecutive bf16 lanes (4-byte aligned), read as one word: the high lane is the word's
+// high half as it stands, one instruction.
+PADVEC_FN void padvec_widen_bf16x2(float* dst, const padvec_bf16* src) {
+  struct alignas(4) word { unsigned int v; };
+  const unsigned int pair = reinterpret_cast<const word*>(src)->v;
+  dst[0] = padvec_float_from_bits(pair << 16);
+  dst[1] = padvec_float_from_bits(pair & 0xffff0000u);
+}
+
+// Rounds two floats into two consecutive 16-bit lanes (4-byte aligned): one 32-bit word where WORD,
+// else lane by lane (see LaunchParams.word_pairs).
+template <bool WORD = true> PADVEC_FN void padvec_pack_bf16x2(padvec_bf16* dst, float lo, float hi) {
 #ifdef PADVEC_CVT_INSTRUCTIONS
   unsigned int pair;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
-  dst[0].bits = (unsigned short)(pair & 0xffffu);
-  dst[1].bits = (unsigned short)(pair >> 16);
+  padvec_store_pair<WORD>(dst, pair);
 #else
   dst[0] = padvec_bf16_from_float(lo);
   dst[1] = padvec_bf16_from_float(hi);
 #endif
 }
 
-PADVEC_FN void padvec_pack_halfx2(padvec_half* dst, float lo, float hi) {
+template <bool WORD = true> PADVEC_FN void padvec_pack_halfx2(padvec_half* dst, float lo, float hi) {
 #ifdef PADVEC_CVT_INSTRUCTIONS
   unsigned int pair;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
-  dst[0].bits = (unsigned short)(pair & 0xffffu);
-  dst[1].bits = (unsigned short)(pair >> 16);
+  padvec_store_pair<WORD>(dst, pair);
 #else
   dst[0] = padvec_half_from_float(lo);
   dst[1] = padvec_half_from_float(hi);

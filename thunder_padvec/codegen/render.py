@@ -36,6 +36,7 @@ from . import scalar
 
 IDX = "padvec_idx"
 NEG_FLIP = True  # a 16-bit x negated through float and rounded back: its sign bit flipped (see _negated_16_bit)
+FLOAT_TWINS = True  # a 16-bit value that widens to a float the chunk already holds is read as that float (_twin)
 UIDX = "padvec_uidx"  # for what is never negative (a thread's place in the grid): cheaper division
 
 
@@ -58,6 +59,7 @@ class _Segment:
     # lanes load it as their own chunk and the distances to the owners that other lanes take it from.
     lane_step: bool = False
     owners: dict = field(default_factory=dict)  # own load key -> the steps whose lanes load it
+    twins: dict = field(default_factory=dict)  # 16-bit site id -> float array holding its exact value (_twin)
     exchanges: dict = field(default_factory=dict)  # own load key -> {distance: (register, direct address)}
 
     @property
@@ -144,6 +146,24 @@ def _declare(r: _Segment, site: Site) -> str:
 
 def _per_lane(r: _Segment, site: Site, value: str) -> list[str]:
     return [_declare(r, site), *_loop(r.seg.chunk, 1, [f"s{site.id}[j] = {value};"])]
+
+
+def _as_compute(r: _Segment, operand: int, source: ir.DType, want: ir.DType, j: str = "j") -> str:
+    """An operand's register at lane ``j`` read as ``want``: a 16-bit value with a float twin
+    (``_twin``) as that float, which is the same number without the widening."""
+    twin = r.twins.get(operand) if want == ir.DType.float32 else None
+    return f"{twin}[{j}]" if twin else scalar.to_compute(r.reg(operand, j), source, want)
+
+
+def _twin(r: _Segment, site: Site, value: str) -> list[str]:
+    """Declares ``t<site>``, the float that the 16-bit value of ``site`` widens to, computed as
+    ``value`` (of lane ``j``) from float registers the chunk holds. A RoPE's ``cat((-x2, x1))`` as
+    traced rounds ``-float(x2)`` to 16 bits, selects, and widens again: with twins the select takes
+    ``-float(x2)`` and ``float(x1)`` as they are, and where x1 and x2 are the same registers (steps
+    side by side) the compiler widens once. Exact: the rounding it skips changes nothing. Unused
+    twins cost nothing (the compiler drops them)."""
+    r.twins[site.id] = f"t{site.id}"
+    return [f"alignas(16) float t{site.id}[{r.seg.chunk}];", *_loop(r.seg.chunk, 1, [f"t{site.id}[j] = {value};"])]
 
 
 def _staged_row(staging: Staging) -> str:
@@ -339,7 +359,7 @@ def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[s
         result = ir.DType.bool if predicate else compute
         reads = [compute] * len(node.operands)
     args = [
-        scalar.literal(n, want) if src is None else scalar.to_compute(r.reg(o), src, want)
+        scalar.literal(n, want) if src is None else _as_compute(r, o, src, want)
         for n, o, src, want in zip(node.operands, site.operands, sources, reads)
     ]
     value = scalar.from_compute(scalar.math_expr(node.op, args, compute), result, node.type.dtype)
@@ -368,15 +388,22 @@ def _render_cast(r: _Segment, site: Site, node: ir.Cast) -> list[str]:
     source, target = r.dtype(operand), node.type.dtype
     if source == target:  # a copy (a convert to the type it has)
         return _per_lane(r, site, r.reg(operand))
-    if NEG_FLIP and target in scalar.PACK_PAIR and (x := _negated_16_bit(r, site, node)) is not None:
-        return _per_lane(r, site, f"padvec_flip_sign({x})")
+    if target == ir.DType.float32 and operand in r.twins:  # widening a value whose float the chunk holds
+        return _per_lane(r, site, f"{r.twins[operand]}[j]")
+    if r.params.word_pairs and (source, target) == (ir.DType.bfloat16, ir.DType.float32) and not r.seg.chunk % 2:
+        return [_declare(r, site), *_loop(r.seg.chunk, 2, [f"padvec_widen_bf16x2(&s{site.id}[j], &{r.reg(operand)});"])]
+    x = _negated_16_bit(r, site, node) if target in scalar.PACK_PAIR else None
+    twin = _twin(r, site, r.reg(operand)) if FLOAT_TWINS and x is not None else []  # -float(x), exact
+    if NEG_FLIP and x is not None:
+        return twin + _per_lane(r, site, f"padvec_flip_sign({x})")
     pack = scalar.PACK_PAIR.get(target)
     if pack is None or r.seg.chunk % 2:
-        return _per_lane(r, site, scalar.cast(r.reg(operand), source, target))
+        return twin + _per_lane(r, site, scalar.cast(r.reg(operand), source, target))
     # Two lanes at a time: one conversion instruction rounds a pair on the GPU.
-    lo = scalar.to_compute(r.reg(operand), source, ir.DType.float32)
-    hi = scalar.to_compute(r.reg(operand, "j + 1"), source, ir.DType.float32)
-    return [_declare(r, site), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
+    lo = _as_compute(r, operand, source, ir.DType.float32)
+    hi = _as_compute(r, operand, source, ir.DType.float32, "j + 1")
+    pack += "" if r.params.word_pairs else "<false>"
+    return twin + [_declare(r, site), *_loop(r.seg.chunk, 2, [f"{pack}(&s{site.id}[j], {lo}, {hi});"])]
 
 
 def _render_reduce(r: _Segment, site: Site, node: ir.Reduce) -> list[str]:
@@ -384,7 +411,7 @@ def _render_reduce(r: _Segment, site: Site, node: ir.Reduce) -> list[str]:
     compute = scalar.compute_type(node.type.dtype)
     value = scalar.literal(0, compute)
     for k, operand in enumerate(o for o in site.operands if o is not None):
-        term = scalar.to_compute(r.reg(operand), r.dtype(operand), compute)
+        term = _as_compute(r, operand, r.dtype(operand), compute)
         value = term if k == 0 else f"({value} + {term})"
     return _per_lane(r, site, scalar.from_compute(value, compute, node.type.dtype))
 
@@ -408,7 +435,12 @@ def _render_pad(r: _Segment, site: Site, node: ir.Pad) -> list[str]:
         value = fill
     else:
         value = f"({' && '.join(terms)}) ? {r.reg(operand)} : {fill}" if terms else r.reg(operand)
-    return _per_lane(r, site, value)
+    lines = _per_lane(r, site, value)
+    if operand in r.twins and node.value == 0 and math.copysign(1.0, node.value) > 0:  # +0 widens to +0.0f
+        zero = scalar.literal(0, ir.DType.float32)
+        lines += _twin(r, site, f"({' && '.join(terms)}) ? {r.twins[operand]}[j] : {zero}" if terms
+                       else f"{r.twins[operand]}[j]")
+    return lines
 
 
 def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
@@ -417,11 +449,17 @@ def _render_cat(r: _Segment, site: Site, node: ir.Cat) -> list[str]:
         end += r.plan.kernel.node(piece).type.shape[node.dim]
         if operand is not None:
             live.append((operand, end))
-    value = r.reg(live[-1][0])
-    for operand, piece_end in reversed(live[:-1]):
-        coord = r.predicate_coord(site, node.dim, piece_end)
-        value = f"({coord}) < {piece_end} ? {r.reg(operand)} : ({value})"
-    return _per_lane(r, site, value)
+    def select(read):
+        value = read(live[-1][0])
+        for operand, piece_end in reversed(live[:-1]):
+            coord = r.predicate_coord(site, node.dim, piece_end)
+            value = f"({coord}) < {piece_end} ? {read(operand)} : ({value})"
+        return value
+
+    lines = _per_lane(r, site, select(r.reg))
+    if any(o in r.twins for o, _ in live) and node.type.dtype in scalar.PACK_PAIR:
+        lines += _twin(r, site, select(lambda o: _as_compute(r, o, r.dtype(o), ir.DType.float32)))
+    return lines
 
 
 def _render_store(r: _Segment, store: Store, width: int) -> list[str]:
@@ -499,7 +537,7 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
 def _render_chunk(r: _Segment) -> list[str]:
     """The code of one chunk of lanes: a site's registers after another's, then the stores."""
     kernel, seg = r.plan.kernel, r.seg
-    r.names = {}
+    r.names, r.twins = {}, {}
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)

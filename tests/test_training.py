@@ -147,12 +147,14 @@ def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to
     most an SM holds) keeps its build. The kernels with the evict_last hints, as built (no measured
     choice: the variant without them may fit by itself), and ``-x`` rounded through float as traced
     (with its sign bit flipped instead, ptxas gives this backward 90 registers, more than
-    ``schedule.REGISTER_SLACK`` over), without word pairs (they change the registers too)."""
+    ``schedule.REGISTER_SLACK`` over), without word pairs or float twins (they change the registers too)."""
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
     monkeypatch.setattr(schedule.TUNING, "word_pairs", False)
-    monkeypatch.setattr(importlib.import_module("thunder_padvec.codegen.render"), "NEG_FLIP", False)
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    monkeypatch.setattr(render, "NEG_FLIP", False)
+    monkeypatch.setattr(render, "FLOAT_TWINS", False)
     case = ("phi-3", litgpt_rope, (1, 32, 4096, 96), 96, {})
     seed = generator.initial_seed()
     builds = {}

@@ -59,6 +59,26 @@ def test_a_peer_that_disagrees_is_reported_and_padvec_fails_the_suite(emulated, 
         assert "not close" in str(info.value)
 
 
+def test_each_executor_is_measured_after_the_memory_cached_before_it_is_released(emulated, monkeypatch):
+    """Blocks that an earlier executor left in PyTorch's caching allocator slowed the executors timed
+    after it on the H200 (up to 10%): ``measure`` hands them back before it runs its executor."""
+    from thunder_padvec.bench import measure as measure_module
+
+    events = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("released"))
+    monkeypatch.setattr(measure_module, "executor",
+                        lambda name, case, fn: events.append(name) or (lambda *a: fn(*a) + 1))
+    case = Case(TINY[0], "rope", "bfloat16", "fwd")
+    built = measure_module.Built.__new__(measure_module.Built)  # no copy timing: that needs a GPU
+    built.case = case
+    built.fn, built.args, built.expected, built.io_bytes, built.cotangents = build(
+        case, torch.Generator().manual_seed(0), device="cpu")
+    with pytest.raises(measure_module.Unavailable):  # its outputs are off by one: stops before any timing
+        measure_module.measure(built, "eager")
+    assert events == ["released", "eager"]
+
+
 def test_a_forward_and_backward_counts_each_pass_once():
     """fwd+bwd's minimal IO is the forward's plus the backward's (cotangents, cos, sin read; x's gradient
     written): the split behind the per-pass copies."""

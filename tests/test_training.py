@@ -7,6 +7,7 @@ tiny shapes; the ``gpu`` cases repeat them on the device, where backward runs on
 
 import functools
 import importlib
+import re
 
 import pytest
 import thunder
@@ -75,6 +76,36 @@ def _check_gradients(case, device, dtype, generator):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rope_gradients(emulated, generator, case, dtype):
     _check_gradients(case, "cpu", dtype, generator)
+
+
+@pytest.mark.parametrize("case", GRAD_CASES[1:4], ids=[c[0] for c in GRAD_CASES[1:4]])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_float_twins_and_word_pairs_leave_the_gradients_bit_for_bit(emulated, generator, monkeypatch, case, dtype):
+    """Float twins (selects, pads and casts of a 16-bit value read as the float it came from) and word
+    pairs are exact: forward and backward built with both and with neither give the same bits."""
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    from thunder_padvec import schedule
+
+    _, program, shape, n, kwargs = case
+    fn = functools.partial(program, rope_n_elem=n, **kwargs)
+    x = randn(*shape, dtype=dtype, generator=generator)
+    cos = randn(shape[-2] if program is not qkv_split_rope else shape[1], n, dtype=dtype, generator=generator)
+    sin = randn(*cos.shape, dtype=dtype, generator=generator)
+    outs = fn(x, cos, sin)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    cotangents = [randn(*o.shape, dtype=dtype, generator=generator) for o in outs]
+    results, sources = [], []
+    for lean in (True, False):
+        monkeypatch.setattr(render, "FLOAT_TWINS", lean)
+        monkeypatch.setattr(schedule.TUNING, "word_pairs", lean)
+        jitted = thunder.jit(fn, executors=[padvec])
+        results.append(_grads(jitted, x, cos, sin, cotangents))
+        sources.append({r.trace: r.source for r in explain(jitted)})
+    (outs, grad), (plain_outs, plain_grad) = results
+    assert all(torch.equal(a, b) for a, b in zip(outs, plain_outs))
+    assert torch.equal(grad, plain_grad)
+    twin = re.compile(r"float t\d+\[\d+\];")  # a twin's declaration
+    assert twin.search(sources[0]["backward"]) and not twin.search(sources[1]["backward"])
 
 
 @pytest.mark.gpu

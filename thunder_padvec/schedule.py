@@ -63,7 +63,7 @@ class LaunchParams:
     keep_hints: bool = True  # see Tuning
     plane_order: bool = False  # see Tuning
     interleave: bool = False  # see Tuning
-    word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._lighter)
+    word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._without_word_pairs)
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))

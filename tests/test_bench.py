@@ -115,6 +115,26 @@ def test_the_table_shows_padvec_against_the_per_pass_copies_where_they_were_time
     assert lines[1].endswith("| - | - |" if passes else "| - |")
 
 
+def test_the_host_path_is_reported_by_rounds_and_against_the_bare_launch(tmp_path):
+    from thunder_padvec.bench.report import host_records, write
+
+    infos = [{"kind": "host", "what": "padvec fusion call", "per_call_us": 11.0, "min_us": 9.5, "rounds": 15,
+              "calls_per_round": 500, "above_bare_us": 6.2},
+             {"kind": "host", "what": "bare cuLaunchKernel", "per_call_us": 4.8, "min_us": 4.1, "rounds": 15,
+              "calls_per_round": 500},
+             {"kind": "host", "what": "cold NVRTC compile", "seconds": 0.21}]
+    host = host_records({"benchmarks": [{"extra_info": i} for i in infos] + [{"extra_info": {"kind": "gpu"}}]})
+    assert host == infos
+    text = write([], host, "GPU X", "2026-01-01", tmp_path)
+    assert ("- padvec fusion call: 11.0 µs per call (median of 15 rounds; fastest round 9.5 µs), "
+            "6.2 µs above the bare launch in the same rounds") in text
+    assert "- bare cuLaunchKernel: 4.8 µs per call (median of 15 rounds; fastest round 4.1 µs)\n" in text
+    assert "- cold NVRTC compile: 0.21 s" in text
+    assert (tmp_path / "2026-01-01-gpu-x-host.json").exists()
+    # a run without host records shows the day's earlier ones, and says so
+    assert "an earlier run, `2026-01-01-gpu-x-host.json`" in write([], [], "GPU X", "2026-01-01", tmp_path)
+
+
 def test_a_keyboard_interrupt_that_thunders_tracing_wrapped_ends_the_run():
     """A time limit's SIGINT lands while Thunder traces: its interpreter raises an error from the
     KeyboardInterrupt, and the hook ends the run (pytest then stops, and pytest-benchmark still writes

@@ -304,3 +304,25 @@ def test_word_pairs_give_way_where_they_cost_blocks_per_sm(emulated, generator, 
         assert plain_params == replace(spec.params, word_pairs=False) and "<false>(&" in plain_source
         assert chosen[0].word_pairs == (kept == "pairs")
         assert (chosen is build) == (kept == "pairs")
+
+
+@pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),
+                                          ((2, 0, 4, 5), (0, 2, 1, 3)), ((4, 2, 3, 6), (2, 0, 1, 3))])
+def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, order):
+    """A fusion's outputs come from one ``torch.empty_strided`` each: the same shape and strides as the
+    row-major tensor of the permuted shape permuted back, so ``out.permute(order)`` is contiguous."""
+    from thunder_padvec import ir
+    from thunder_padvec.fusion import PadvecFusion
+
+    t = ir.TensorType(shape, ir.DType.float32)
+    kernel = ir.Kernel((ir.Input("x", t, 0),), (ir.Elementwise("y", t, "neg", ("x",)),), ("y",))
+    fusion = PadvecFusion(kernel, "padvec_test")
+    fusion.set_output_orders((order,))
+    (out,) = fusion._allocate(torch.device("cpu"))
+    if order is None:
+        want = torch.empty(shape)
+    else:
+        want = torch.empty([shape[d] for d in order]).permute([order.index(d) for d in range(len(order))])
+    assert (tuple(out.shape), out.stride(), out.dtype) == (tuple(want.shape), want.stride(), torch.float32)
+    assert out.permute(order or tuple(range(len(shape)))).is_contiguous()
+    assert out.untyped_storage().nbytes() == want.untyped_storage().nbytes()

@@ -180,6 +180,25 @@ def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
     return t
 
 
+def _row_major(shape) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _strides_for_order(shape, order: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Strides of a tensor of ``shape`` whose dims, taken in ``order``, are row-major (None: row-major)."""
+    if order is None:
+        return _row_major(shape)
+    placed = _row_major([shape[d] for d in order])
+    strides = [0] * len(shape)
+    for position, d in enumerate(order):
+        strides[d] = placed[position]
+    return tuple(strides)
+
+
 class PadvecFusion:
     """``fallback`` builds a PyTorch callable of the region, used where a kernel can't be built."""
 
@@ -189,8 +208,8 @@ class PadvecFusion:
         self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
         self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
-        # per output: the shape to allocate and the permutation back to the output's dims (None: none)
-        self._allocations = [(shape, dtype, None) for shape, dtype in self._outputs]
+        # per output: shape, strides and dtype to allocate (``torch.empty_strided``: the cheapest allocation)
+        self._allocations = [(tuple(shape), _row_major(shape), dtype) for shape, dtype in self._outputs]
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()
@@ -212,17 +231,13 @@ class PadvecFusion:
             if order is not None and (sorted(order) != list(range(len(shape))) or order[-1] != len(shape) - 1):
                 raise ValueError(f"{self.name}: {order} is not a permutation keeping the last of {len(shape)} dims")
         self.output_orders = tuple(orders)
-        self._allocations = [
-            (shape, dtype, None) if order is None
-            else ([shape[d] for d in order], dtype, [order.index(d) for d in range(len(order))])
-            for order, (shape, dtype) in zip(orders, self._outputs)
-        ]
+        self._allocations = [(tuple(shape), _strides_for_order(shape, order), dtype)
+                             for order, (shape, dtype) in zip(orders, self._outputs)]
         self._specializations.clear()
 
     def _allocate(self, device: torch.device) -> list[torch.Tensor]:
-        outputs = [torch.empty(shape, dtype=dtype, device=device) if back is None
-                   else torch.empty(shape, dtype=dtype, device=device).permute(back)
-                   for shape, dtype, back in self._allocations]
+        outputs = [torch.empty_strided(shape, strides, dtype=dtype, device=device)
+                   for shape, strides, dtype in self._allocations]
         if self._poison:
             for out in outputs:
                 out.fill_(float("nan") if out.is_floating_point() else True)

@@ -5,7 +5,8 @@ beside torch.compile and the copy roofline (both timed again after the variants,
         --variants base: rows1:min_threads=4194304 b128:block=128 use50:MIN_THREAD_USE=0.5
 
 A variant is ``name:key=value,...``; a key names a field of ``schedule.TUNING`` or a constant of
-``schedule``, ``vectorize.plan``, ``vectorize.segments`` or ``codegen.render`` (restored after the variant). Prints one row per case and executor.
+``schedule``, ``vectorize.plan``, ``vectorize.segments`` or ``codegen.render`` (set in each that holds it,
+restored after the variant). Prints one row per case and executor.
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ def _apply(settings: str) -> list[tuple[object, str, object]]:
     old = []
     for item in filter(None, settings.split(",")):
         key, value = item.split("=")
-        owner = next(o for o in (schedule.TUNING, schedule, plan_module, render_module, segments_module) if hasattr(o, key))
-        before = getattr(owner, key)
-        old.append((owner, key, before))
-        setattr(owner, key, type(before)(float(value)) if isinstance(before, (int, float)) else value)
+        # a constant imported by name into other modules (STAGED_WARPS in schedule) is set in each of them
+        modules = (schedule.TUNING, schedule, plan_module, render_module, segments_module)
+        owners = [o for o in modules if hasattr(o, key)]
+        if not owners:
+            raise SystemExit(f"no knob named {key}")
+        for owner in owners:
+            before = getattr(owner, key)
+            old.append((owner, key, before))
+            setattr(owner, key, type(before)(float(value)) if isinstance(before, (int, float)) else value)
     return old
 
 

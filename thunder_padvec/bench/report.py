@@ -116,6 +116,17 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _host_figure(h: dict) -> str:
+    if "per_call_us" not in h:
+        return f"{h['seconds']:.2f} s"
+    text = f"{h['per_call_us']:.1f} µs per call"
+    if "rounds" in h:
+        text += f" (median of {h['rounds']} rounds; fastest round {h['min_us']:.1f} µs)"
+    if "above_bare_us" in h:
+        text += f", {h['above_bare_us']:.1f} µs above the bare launch in the same rounds"
+    return text
+
+
 def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) -> str:
     """Writes the results files of one run into ``out``; returns the markdown."""
     stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"
@@ -129,8 +140,7 @@ def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) ->
         host = json.loads(host_file.read_text())
     if host:
         text += "\n### Host path" + (f" (an earlier run, `{host_file.name}`)" if earlier else "") + "\n\n" + "\n".join(
-            f"- {h['what']}: " + (f"{h['per_call_us']:.1f} µs per call" if "per_call_us" in h else f"{h['seconds']:.2f} s")
-            for h in host) + "\n"
+            f"- {h['what']}: {_host_figure(h)}" for h in host) + "\n"
         host_file.write_text(json.dumps(host, indent=1) + "\n")
     (out / f"{stem}.md").write_text(text)
     if rows:

@@ -51,10 +51,35 @@ def _restore(old: list[tuple[object, str, object]]) -> None:
         setattr(owner, key, value)
 
 
+def _apply_to(settings: str, fusions: list[str] | None):
+    """Sets the knobs for every fusion built from now on, or (``fusions``: names such as ``padvec1``, the
+    backward of a fwd+bwd case) only while those fusions build their kernels; returns the undo."""
+    if not fusions:
+        old = _apply(settings)
+        return lambda: _restore(old)
+    from thunder_padvec.fusion import PadvecFusion
+
+    original = PadvecFusion._specialize
+
+    def specialize(self, *args, **kwargs):
+        if self.name not in fusions:
+            return original(self, *args, **kwargs)
+        old = _apply(settings)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _restore(old)
+
+    PadvecFusion._specialize = specialize
+    return lambda: setattr(PadvecFusion, "_specialize", original)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", nargs="+", required=True)
     parser.add_argument("--variants", nargs="+", default=["base:"])
+    parser.add_argument("--fusions", nargs="+", metavar="NAME",
+                        help="the variants' knobs apply only to these fusions (padvec1: a fwd+bwd case's backward)")
     then = parser.add_mutually_exclusive_group()
     then.add_argument("--then-copy", type=int, default=0, metavar="MIB",
                       help="time each executor followed by a copy of MIB MiB of other tensors (the next kernel), "
@@ -105,7 +130,7 @@ def main() -> None:
         row("torch.compile", compile_ms)
         for variant in args.variants:
             name, _, settings = variant.partition(":")
-            old = _apply(settings)
+            undo = _apply_to(settings, args.fusions)
             try:
                 jit = thunder.jit(fn, executors=[thunder_padvec.padvec])
                 jitted = wrap(jit)
@@ -116,7 +141,7 @@ def main() -> None:
                     tuned = f" | launch variants: {report.choice}" if report.choice else ""
                     print(f"{'':40s}   {report.name}: {report.launch} | {mapping}{tuned}")
             finally:
-                _restore(old)
+                undo()
         row("torch.compile again", graph_median_ms(lambda: compiled(*inputs)))
         copy = copy_roofline_ms(io)
         row("copy again", copy)

@@ -8,7 +8,8 @@ GPU with the same strides gets, its layout decisions do not depend on the device
 source is rendered and compiled by NVRTC for ``--arch`` with ``--ptxas-options=-v``. Blocks per SM come
 from the registers (in units of 256 a warp) and the SM's registers and threads; waves are blocks over
 ``--sms`` times that. ``--min-blocks N`` adds the build with ``__launch_bounds__(block, N)``; ``--set``
-takes knobs as ``explore.py`` does. The measured choices a GPU makes on the first call (evict_last
+takes knobs as ``explore.py`` does, ``--fusions`` limits them to the fusions named (``padvec1``: a fwd+bwd
+case's backward). The measured choices a GPU makes on the first call (evict_last
 hints, ``fusion._fit_registers``, ``fusion._without_word_pairs``) are not made here: this is the default
 build, before them.
 """
@@ -22,7 +23,7 @@ import re
 import thunder_padvec
 import thunder
 
-from explore import _apply  # the knobs (this folder)
+from explore import _apply, _apply_to, _restore  # the knobs (this folder)
 from thunder_padvec import codegen, schedule
 from thunder_padvec.bench.cases import build, cases, with_backward
 from thunder_padvec.explain import explain
@@ -55,9 +56,10 @@ def main() -> None:
     parser.add_argument("--sms", type=int, default=132)
     parser.add_argument("--min-blocks", type=int, nargs="*", default=[])
     parser.add_argument("--set", default="", help="knobs, as a variant of explore.py: key=value,...")
+    parser.add_argument("--fusions", nargs="+", metavar="NAME", help="the knobs apply only to these fusions")
     args = parser.parse_args()
     thunder_padvec.set_emulation(True)
-    _apply(args.set)
+    _apply_to(args.set, args.fusions)
     by_id = {c.id: c for c in cases()}
     for case_id in args.cases:
         fn, inputs, _, _, cotangents = build(by_id[case_id], device="cpu")
@@ -68,7 +70,9 @@ def main() -> None:
             if plan is None:  # a fusion that runs in PyTorch
                 print(f"{case_id} {report.name}: {report.source}")
                 continue
-            params = schedule.schedule(plan)
+            scoped = _apply(args.set) if args.fusions and report.name in args.fusions else []
+            params = schedule.schedule(plan)  # as the fusion built it: under its knobs
+            _restore(scoped)
             for bounds in [0, *args.min_blocks]:
                 launch = dataclasses.replace(params, min_blocks=bounds)
                 registers, spills = ptxas(codegen.device_source(codegen.render(plan, launch)), args.arch)

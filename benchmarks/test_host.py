@@ -36,15 +36,15 @@ def fusion():
     return found, (x, cos, sin)
 
 
-def _per_call_us(fn, calls: int = CALLS) -> float:
+def _per_call_us(fn) -> float:
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(calls):
+    for _ in range(CALLS):
         fn()
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    return elapsed / CALLS * 1e6
 
 
 def _bare_launch(fn, args):

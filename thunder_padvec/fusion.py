@@ -180,19 +180,10 @@ def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
     return t
 
 
-def _row_major(shape) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
 def _strides_for_order(shape, order: tuple[int, ...] | None) -> tuple[int, ...]:
     """Strides of a tensor of ``shape`` whose dims, taken in ``order``, are row-major (None: row-major)."""
-    if order is None:
-        return _row_major(shape)
-    placed = _row_major([shape[d] for d in order])
+    order = order or tuple(range(len(shape)))
+    placed = vectorize.contiguous_strides(tuple(shape[d] for d in order))
     strides = [0] * len(shape)
     for position, d in enumerate(order):
         strides[d] = placed[position]
@@ -209,7 +200,7 @@ class PadvecFusion:
         self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
         self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
         # per output: shape, strides and dtype to allocate (``torch.empty_strided``: the cheapest allocation)
-        self._allocations = [(tuple(shape), _row_major(shape), dtype) for shape, dtype in self._outputs]
+        self._allocations = [(tuple(shape), _strides_for_order(shape, None), dtype) for shape, dtype in self._outputs]
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()

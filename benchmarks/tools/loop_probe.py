@@ -15,7 +15,6 @@ the L2 flushed; every variant's output is compared with eager's first.
 from __future__ import annotations
 
 import argparse
-import re
 
 import thunder_padvec
 import thunder
@@ -26,6 +25,8 @@ from thunder_padvec.bench.cases import build, cases, executor
 from thunder_padvec.explain import explain, fusions
 from thunder_padvec.runtime import launch, nvrtc
 from thunder_padvec.timing import copy_roofline_ms, gbps, graph_median_ms
+
+from kernel_resources import ptxas  # registers from ptxas (this folder)
 
 SEGMENT = """template <int G> PADVEC_FN void padvec_segment0(const padvec_args& args, const padvec_idx group,
     unsigned char* smem, const int tile_row, const int col) {{
@@ -80,13 +81,7 @@ def _variant_body(body: str, case, rows: int, unroll: int) -> str:
 
 
 def _registers(source: str) -> str:
-    lib = nvrtc._nvrtc()
-    program = nvrtc._check(lib.nvrtcCreateProgram(source.encode(), b"probe.cu", 0, [], []), "nvrtcCreateProgram")
-    options = [b"--gpu-architecture=sm_90", *(o.encode() for o in nvrtc.OPTIONS), b"--ptxas-options=-v"]
-    lib.nvrtcCompileProgram(program, len(options), options)
-    log = nvrtc._log(lib, program)
-    lib.nvrtcDestroyProgram(program)
-    return ",".join(re.findall(r"Used (\d+) registers", log))
+    return str(ptxas(source, "sm_90")[0])
 
 
 class Probe:

@@ -221,7 +221,7 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
     built, timed = [], []
     monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, source, device, n: built.append(params.keep_hints)
+                        lambda self, plan, params, source, device, n, one_row=None: built.append(params.keep_hints)
                         or _FakeSpec(params))
 
     def measure(runs, device):
@@ -304,6 +304,60 @@ def test_word_pairs_give_way_where_they_cost_blocks_per_sm(emulated, generator, 
         assert plain_params == replace(spec.params, word_pairs=False) and "<false>(&" in plain_source
         assert chosen[0].word_pairs == (kept == "pairs")
         assert (chosen is build) == (kept == "pairs")
+
+
+@pytest.mark.parametrize("blocks, one_row_blocks, local, one_row_local, kept", [
+    (2, 6, 0, 0, "one"),  # the qkv backward of Llama-2-7b and Phi-3-mini on the H200
+    (2, 3, 0, 0, "rows"),  # the grouped-query ones: their k piece keeps its registers with one row
+    (3, 6, 0, 0, "one"),
+    (2, 6, 0, 16, "rows"),  # more blocks, but spilling
+])
+def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, generator, monkeypatch, blocks,
+                                                                      one_row_blocks, local, one_row_local, kept):
+    """A kernel whose threads take several rows (sharing cos and sin) is planned again with one row a
+    thread and keeps whichever build holds at least twice the blocks per SM without spilling more, the
+    rows on a tie or less. The one-row launch keeps the build's hints. A plan of one row a thread is not
+    built again. The GPU parts (loading, occupancy) stand in here."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen, fusion, schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope
+    from thunder_padvec.explain import fusions
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    _, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    ((fn, _),) = fusions(trace)
+    spec = fn.last
+    (seg,) = spec.plan.segments
+    assert seg.rows_per_thread == 4, seg.mapping
+
+    def one_row():
+        return vectorize.plan(fn.projection, spec.plan.layouts, spec.plan.output_alignments,
+                              schedule.TUNING.max_row_bytes, 0, spec.plan.output_strides, True, 1)
+
+    loads = []
+
+    def load(plan, params, source):
+        loads.append((plan, params, source))
+        return params, source, None, _FakeModule(one_row_blocks, one_row_local)
+
+    params = replace(spec.params, keep_hints=False, word_pairs=False)  # a variant's hints, carried over
+    build = (params, codegen.device_source(codegen.render(spec.plan, params)), None, _FakeModule(blocks, local))
+    plan, chosen = fusion._with_one_row(spec.plan, build, one_row, load)
+    ((single, single_params, single_source),) = loads
+    assert [s.rows_per_thread for s in single.segments] == [1]
+    fresh = schedule.schedule(single)
+    assert single_params == replace(fresh, keep_hints=False, word_pairs=False), single_params
+    assert single_params.segments[0].groups == 4 * params.segments[0].groups  # a thread a row, 4 rows a thread
+    assert single_source == codegen.device_source(codegen.render(single, single_params))
+    if kept == "one":
+        assert plan is single and chosen[0] is single_params and chosen[3].blocks == one_row_blocks
+    else:
+        assert plan is spec.plan and chosen is build
+    loads.clear()
+    assert fusion._with_one_row(single, chosen, one_row, load) == (single, chosen) and not loads
 
 
 @pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),

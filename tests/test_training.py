@@ -183,6 +183,7 @@ def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to
 
     monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
     monkeypatch.setattr(schedule.TUNING, "word_pairs", False)
+    monkeypatch.setattr(schedule.TUNING, "one_row_fit", False)  # one row a thread: 6 blocks (the next tests)
     render = importlib.import_module("thunder_padvec.codegen.render")
     monkeypatch.setattr(render, "NEG_FLIP", False)
     monkeypatch.setattr(render, "FLOAT_TWINS", False)
@@ -206,10 +207,12 @@ def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to
 def test_a_heavy_backward_is_built_without_word_pairs_where_they_cost_a_block_per_sm(generator, monkeypatch):
     """Llama-2-7b's RoPE backward (rows of 128): with word pairs NVRTC for sm_90 gives it 94 registers,
     2 blocks of 256 per SM; without, 73 and 3 blocks. padvec keeps the build without; the forward (40
-    registers either way, 6 blocks) keeps its word pairs. The gradients are eager's, bit for bit."""
+    registers either way, 6 blocks) keeps its word pairs. The gradients are eager's, bit for bit. (With 4
+    rows a thread, as planned: one row a thread holds 6 blocks, see the next test.)"""
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    monkeypatch.setattr(schedule.TUNING, "one_row_fit", False)
     case = ("llama-2", litgpt_rope, (1, 32, 4096, 128), 128, {})
     grad, eager_grad, jitted = _check_gradients(case, "cuda", torch.bfloat16, generator)
     assert torch.equal(grad, eager_grad)
@@ -217,6 +220,44 @@ def test_a_heavy_backward_is_built_without_word_pairs_where_they_cost_a_block_pe
     assert reports["forward"].launch.word_pairs, str(reports["forward"])
     assert not reports["backward"].launch.word_pairs, str(reports["backward"])
     assert "padvec_pack_bf16x2<false>(&" in reports["backward"].source
+
+
+ONE_ROW_CASES = [
+    # (the RoPE backward: 73 registers without word pairs, 3 blocks of 256 per SM; 39 and 6 with one row)
+    ("llama-2", litgpt_rope, (1, 32, 4096, 128), 128, {}, 1),
+    # (98 registers, 2 blocks; 40 and 6 with one row)
+    ("llama-2-qkv", qkv_split_rope, (1, 4096, 96 * 128), 128, dict(n_head=32, n_query_groups=32, head_size=128), 1),
+    # (fitted to 3 blocks; 80 registers, 3 blocks, with one row: its k piece sums 4 heads' gradients)
+    ("llama-3-qkv", qkv_split_rope, (1, 8192, 48 * 128), 128, dict(n_head=32, n_query_groups=8, head_size=128), 4),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ONE_ROW_CASES, ids=[c[0] for c in ONE_ROW_CASES])
+def test_a_backward_takes_one_row_a_thread_where_that_fits_twice_the_blocks_per_sm(generator, monkeypatch, case):
+    """A LitGPT-sized backward planned with 4 rows a thread (sharing the loads of cos and sin) is built
+    again with one row a thread and keeps that build where it holds at least twice the blocks per SM
+    (NVRTC for sm_90): Llama-2-7b's RoPE and qkv backward take one row, the grouped-query qkv backward of
+    Llama-3-8B keeps its 4 rows in the q piece. The forward keeps its plan. The gradients are the same
+    bits either way, and within twice eager's error of a float64 reference."""
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    *grad_case, rows = case
+    seed = generator.initial_seed()
+    builds = {}
+    for fit in (False, True):
+        monkeypatch.setattr(schedule.TUNING, "one_row_fit", fit)
+        grad, _, jitted = _check_gradients(grad_case, "cuda", torch.bfloat16, torch.Generator().manual_seed(seed))
+        builds[fit] = grad, {r.trace: r for r in explain(jitted)}
+    (planned, planned_reports), (fitted, fitted_reports) = builds[False], builds[True]
+    assert torch.equal(planned, fitted)
+    forward_plans = [[seg.mapping for seg in r["forward"].plan.segments] for r in (planned_reports, fitted_reports)]
+    assert forward_plans[0] == forward_plans[1]
+    planned_rows = [seg.rows_per_thread for seg in planned_reports["backward"].plan.segments]
+    fitted_rows = [seg.rows_per_thread for seg in fitted_reports["backward"].plan.segments]
+    assert 4 in planned_rows, planned_reports["backward"].plan
+    assert max(fitted_rows) == rows, str(fitted_reports["backward"])
 
 
 class AttentionBlock(torch.nn.Module):

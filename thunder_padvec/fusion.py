@@ -26,6 +26,8 @@ from .schedule import TUNING, LaunchParams, fit_blocks, schedule
 
 log = logging.getLogger("thunder_padvec")
 
+ONE_ROW_BLOCKS = 2  # one row per thread replaces several where it holds at least this many times the blocks per SM
+
 TORCH_DTYPES = {
     ir.DType.float64: torch.float64,
     ir.DType.float32: torch.float32,
@@ -123,6 +125,27 @@ def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
     _, local, blocks = module.resources(params.block)
     _, other_local, other_blocks = other[3].resources(params.block)
     return other if other_blocks >= blocks and other_local <= local else build
+
+
+def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vectorize.VectorPlan], load):
+    """``(plan, build)``: ``plan`` and its build, or the plan again with one row per tiled thread and its
+    build, where ``plan``'s threads take several rows and one row at least ``ONE_ROW_BLOCKS`` times the
+    blocks per SM, without spilling more. Several rows share their loads of cos and sin, but hold the
+    registers of each row's other loads. On the H200 (``benchmarks/results/2026-12-04-one-row/``), the
+    qkv backward of Llama-2-7b (98 registers, 2 blocks of 256 per SM, with 4 rows; 40 and 6 with one)
+    ran 6.6% faster with one row, Phi-3-mini's (90 and 2; 39 and 6) 3.7%; the grouped-query ones of
+    Llama-3-8B and Mistral-7B (93 and 2; 80 and 3: their k piece's registers stay) 3.5-3.9% slower."""
+    if not any(seg.rows_per_thread > 1 for seg in plan.segments):
+        return plan, build
+    params, _, _, module = build
+    single = one_row()
+    fresh = schedule(single)
+    single_params = replace(params, block=fresh.block, grid=fresh.grid, segments=fresh.segments,
+                            index_bits=fresh.index_bits, smem_bytes=fresh.smem_bytes, interleave=fresh.interleave)
+    other = load(single, single_params, codegen.device_source(codegen.render(single, single_params)))
+    _, local, blocks = module.resources(params.block)
+    _, other_local, other_blocks = other[3].resources(other[0].block)
+    return (single, other) if other_blocks >= ONE_ROW_BLOCKS * blocks and other_local <= local else (plan, build)
 
 
 @dataclass
@@ -274,11 +297,16 @@ class PadvecFusion:
         self._check_arguments(device, args)
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
-        plan = vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
-                              tuple(tuple(o.stride()) for o in outputs), TUNING.register_rows)
+        strides = tuple(tuple(o.stride()) for o in outputs)
+
+        def planned(max_rows: int | None = None) -> vectorize.VectorPlan:
+            return vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
+                                  strides, TUNING.register_rows, max_rows)
+
+        plan = planned()
         params = schedule(plan)
         if device.type == "cuda":
-            return self._specialize_cuda(plan, params, device, args, outputs)
+            return self._specialize_cuda(plan, params, device, args, outputs, functools.partial(planned, 1))
         from .runtime.host import HostModule
 
         source = codegen.host_source(codegen.render(plan, params))
@@ -289,9 +317,11 @@ class PadvecFusion:
             raise LaunchError(f"{err}; source dumped to {path}") from err
         return Specialization(plan, params, source, path, device, module, ArgPack(len(args) + len(outputs)))
 
-    def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs) -> Specialization:
+    def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs,
+                         one_row: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
         """The kernel of ``params``; or, where padvec measures its launch variants (``runtime.tune``), the
-        fastest of them on this call's tensors, or the one a decision kept on disk names."""
+        fastest of them on this call's tensors, or the one a decision kept on disk names. ``one_row``:
+        the plan again with one row per tiled thread (``_with_one_row``)."""
         measured = TUNING.tune_hints and knobs.tune() and tune.may_time(device)
         options = [(name, p, codegen.device_source(codegen.render(plan, p)))
                    for name, p in (tune.variants(params) if measured else [(None, params)])]
@@ -306,7 +336,8 @@ class PadvecFusion:
         built = []
         for name, variant, source in options:
             try:
-                built.append((name, self._build_cuda(plan, variant, source, device, len(args) + len(outputs))))
+                built.append((name, self._build_cuda(plan, variant, source, device, len(args) + len(outputs),
+                                                     one_row=one_row)))
             except PadvecError as err:
                 if not built:  # the default must build
                     raise
@@ -328,18 +359,30 @@ class PadvecFusion:
         log.debug("%s: %s", self.name, spec.choice)
         return spec
 
-    def _build_cuda(self, plan, params: LaunchParams, source: str, device: torch.device,
-                    arguments: int) -> Specialization:
-        """``source`` (of ``plan`` and ``params``) compiled and loaded, built again to fit where it pays,
-        and built without word pairs where they cost a block per SM (``_without_word_pairs``)."""
-        build = self._load_cuda(plan, params, source, device.index)
-        if params.word_pairs and _few_blocks(build, device.index):
+    def _build_cuda(self, plan, params: LaunchParams, source: str, device: torch.device, arguments: int,
+                    one_row: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
+        """``source`` (of ``plan`` and ``params``) compiled and loaded (``_fitted_build``), and where it
+        keeps few blocks per SM with several rows per thread, planned again with one (``_with_one_row``)."""
+        build = self._fitted_build(plan, params, source, device.index)
+        if one_row is not None and TUNING.one_row_fit and _few_blocks(build, device.index):
             try:
-                build = _without_word_pairs(plan, build, functools.partial(self._load_cuda, device=device.index))
+                plan, build = _with_one_row(plan, build, one_row,
+                                            functools.partial(self._fitted_build, device=device.index))
             except PadvecError as err:  # the first build stands
-                log.debug("%s: no build without word pairs: %s", self.name, err)
+                log.debug("%s: no build with one row per thread: %s", self.name, err)
         params, source, path, module = build
         return Specialization(plan, params, source, path, device, module, ArgPack(arguments))
+
+    def _fitted_build(self, plan, params: LaunchParams, source: str, device: int):
+        """``(params, source, path, module)``: ``source`` compiled and loaded, built again to fit where it
+        pays, and built without word pairs where they cost a block per SM (``_without_word_pairs``)."""
+        build = self._load_cuda(plan, params, source, device)
+        if params.word_pairs and _few_blocks(build, device):
+            try:
+                build = _without_word_pairs(plan, build, functools.partial(self._load_cuda, device=device))
+            except PadvecError as err:  # the first build stands
+                log.debug("%s: no build without word pairs: %s", self.name, err)
+        return build
 
     def _load_cuda(self, plan, params: LaunchParams, source: str, device: int):
         """``(params, source, path, module)``: ``source`` compiled and loaded, built again with

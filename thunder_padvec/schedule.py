@@ -37,6 +37,7 @@ class Tuning:
     interleave: bool = True  # a launch holding pieces of cut rows interleaves its segments' blocks (render._interleave)
     tune_hints: bool = True  # the first call on a GPU times keep_hints on and off and keeps the faster (runtime.tune)
     word_pairs: bool = True  # 16-bit lanes widened and stored two at a time as 32-bit words (codegen.render)
+    one_row_fit: bool = True  # threads of a kernel of few blocks per SM take one row where that fits more (fusion)
 
 
 TUNING = Tuning()

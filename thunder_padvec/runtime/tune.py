@@ -67,10 +67,11 @@ def pick(medians: Sequence[tuple[str, float]], margin: float = MARGIN) -> str:
 
 
 def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.device,
-            rounds: int = ROUNDS) -> tuple[tuple[str, float], ...] | None:
+            rounds: int | None = None) -> tuple[tuple[str, float], ...] | None:
     """Median µs of each run on the current stream, the L2 flushed before each run; the runs take
     turns, each round in a rotated order. None where the flush buffer does not fit in memory."""
     global timings
+    rounds = rounds or ROUNDS
     from ..timing import l2_flush
 
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)

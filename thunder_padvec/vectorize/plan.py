@@ -28,7 +28,9 @@ that input serve all of the thread's rows. Only as many as keep at least ``MIN_T
 and only where they cut a row's share of the loads held in registers (``hoisted_bytes``) to at most
 ``ROW_SHARING`` of a single row's: LitGPT's RoPE (cos and sin are 4 of a row's 6 vectors) takes 4
 heads per thread; the qkv form (q and k: 4 of 8) and phi-2's partial rotary take one, as the registers
-of several rows cost more warps than the shared loads save.
+of several rows cost more warps than the shared loads save. Where the compiled kernel then keeps few
+blocks per SM, the fusion plans it again with one row per thread (``max_rows``) and keeps that build
+where it holds at least twice the blocks (``fusion._with_one_row``: LitGPT's backward kernels).
 
 Steps side by side. Where a tiled row's steps are all whole (the threads of the team busy at each)
 and every load of a step is some step's own chunk of the input (a RoPE: x at the lane's column and
@@ -383,9 +385,11 @@ def team_slots(threads: int) -> int:
 
 
 def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
-                    layouts: dict[str, Layout]) -> tuple[int | None, int]:
-    """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many.
-    ``layouts``: the inputs' and views' layouts by name (see ``hoisted_bytes``)."""
+                    layouts: dict[str, Layout], max_rows: int | None = None) -> tuple[int | None, int]:
+    """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many (at most
+    ``max_rows``, by default ``MAX_ROWS_PER_THREAD``). ``layouts``: the inputs' and views' layouts by name
+    (see ``hoisted_bytes``)."""
+    max_rows = MAX_ROWS_PER_THREAD if max_rows is None else max_rows
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
     candidates = []
     for site in seg.segment.sites:
@@ -396,7 +400,7 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
         return None, 1
     dim = max(candidates, key=lambda d: (shape[d], d))
     rows = 1
-    while (rows < MAX_ROWS_PER_THREAD and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
+    while (rows < max_rows and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
            and seg.groups // (2 * rows) * team_slots(seg.threads_per_row) >= min_threads):
         rows *= 2
     # the rows' registers cost warps: worth it only where the shared loads (cos and sin) are a large
@@ -443,10 +447,10 @@ def _uniform_sites(kernel: ir.Kernel, seg: SegmentPlan) -> float:
 
 def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
     """``seg`` with its tiled row's steps taken side by side by ``len(steps)`` teams where they may be,
-    else as it is (one team, in turn). Side by side where the steps are whole and consecutive (step ``k`` is chunks ``k * t`` to
-    ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly, and every load is one
-    chunk-wide vector held by the lanes the same number of teams along at every step that reads it
-    (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
+    else as it is (one team, in turn). Side by side where the steps are whole and consecutive (step
+    ``k`` is chunks ``k * t`` to ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly,
+    and every load is one chunk-wide vector held by the lanes the same number of teams along at every
+    step that reads it (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
     where the blocks hold whole teams of rows only (every lane of a warp takes part in the exchanges),
     a thread takes several rows (the registers it saves are those rows' loads), and that one code holds
     at most ``LANE_STEPS_MAX_SITES`` times the computed sites of a step's own (the forward's selects of
@@ -706,10 +710,12 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
          max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS,
-         output_strides: tuple[tuple[int, ...], ...] | None = None, register_rows: bool = True) -> VectorPlan:
+         output_strides: tuple[tuple[int, ...], ...] | None = None, register_rows: bool = True,
+         max_rows: int | None = None) -> VectorPlan:
     """``output_strides``: where outputs are allocated in another order than row-major (their
     innermost dim stays innermost), the strides the kernel stores at. ``register_rows``: stage rows
-    in registers where the chunks allow it (else always in shared memory)."""
+    in registers where the chunks allow it (else always in shared memory). ``max_rows``: rows per
+    tiled thread, at most (``rows_per_thread``)."""
     kernel = projection.kernel
     shell = VectorPlan(projection, tuple(layouts), tuple(output_alignments), (), (),
                        tuple(map(tuple, output_strides)) if output_strides else None)
@@ -728,7 +734,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
-            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input)
+            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input, max_rows)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
             seg = lane_steps(kernel, seg)
         if seg.whole_rows and not seg.tiled:

@@ -24,7 +24,7 @@ from ..schedule import LaunchParams
 from . import cache
 
 MARGIN = 0.01  # a variant replaces the default only where it is faster by more than this fraction
-ROUNDS = 7  # timed runs of each variant, interleaved
+ROUNDS = 31  # timed runs of each variant, interleaved (7 let noise of 2-3% pick the slower one)
 FLUSH_L2S = 4  # the flush writes this many times the device's L2
 
 timings = 0  # how many choices were timed in this process (tests count them)

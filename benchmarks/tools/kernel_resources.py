@@ -9,22 +9,24 @@ source is rendered and compiled by NVRTC for ``--arch`` with ``--ptxas-options=-
 from the registers (in units of 256 a warp) and the SM's registers and threads; waves are blocks over
 ``--sms`` times that. ``--min-blocks N`` adds the build with ``__launch_bounds__(block, N)``; ``--set``
 takes knobs as ``explore.py`` does, ``--fusions`` limits them to the fusions named (``padvec1``: a fwd+bwd
-case's backward). The measured choices a GPU makes on the first call (evict_last
-hints, ``fusion._fit_registers``, ``fusion._without_word_pairs``) are not made here: this is the default
-build, before them.
+case's backward). "as built" is the default build; "first call" the build a GPU's first call keeps
+after the choices it makes from the registers (``fusion._fit_registers``, modelled here with
+``schedule.fit_blocks``; ``fusion._without_word_pairs``; ``fusion._with_one_row``), from ptxas's figures.
+The measured choice of the evict_last hints (``runtime.tune``) is not made here.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 
 import thunder_padvec
 import thunder
 
 from explore import _apply, _apply_to, _restore  # the knobs (this folder)
-from thunder_padvec import codegen, schedule
+from thunder_padvec import codegen, fusion, schedule, vectorize
 from thunder_padvec.bench.cases import build, cases, with_backward
 from thunder_padvec.explain import explain
 from thunder_padvec.runtime import nvrtc
@@ -49,6 +51,64 @@ def blocks_per_sm(registers: int, block: int) -> int:
     return min(REGISTERS_PER_SM // (per_warp * -(-block // 32)), THREADS_PER_SM // block, BLOCKS_PER_SM)
 
 
+class Compiled:
+    """A build's registers and spills from ptxas, standing in for a loaded module (``resources``)."""
+
+    def __init__(self, source: str, arch: str):
+        self.registers, self.spills = ptxas(source, arch)
+
+    def resources(self, block: int) -> tuple[int, int, int]:
+        return self.registers, self.spills, blocks_per_sm(self.registers, block)
+
+
+def _load(plan, params, source: str, arch: str):
+    """``fusion._load_cuda`` without a GPU: the build, fitted with ``__launch_bounds__`` where
+    ``schedule.fit_blocks`` asks for one more block per SM and the fitted build gets it without spilling more."""
+    module = Compiled(source, arch)
+    registers, spills, blocks = module.resources(params.block)
+    want = schedule.fit_blocks(registers, params.block, blocks, REGISTERS_PER_SM, THREADS_PER_SM)
+    if schedule.TUNING.fit_registers and not params.min_blocks and want:
+        fitted = dataclasses.replace(params, min_blocks=want)
+        fitted_source = codegen.device_source(codegen.render(plan, fitted))
+        other = Compiled(fitted_source, arch)
+        if other.resources(params.block)[2] > blocks and other.spills <= spills:
+            return fitted, fitted_source, None, other
+    return params, source, None, module
+
+
+def _few(build) -> bool:
+    """``fusion._few_blocks`` for the H200's SM."""
+    params, _, _, module = build
+    return module.resources(params.block)[2] * params.block < THREADS_PER_SM // 2
+
+
+def _fitted(plan, params, source: str, arch: str):
+    """``PadvecFusion._fitted_build`` without a GPU."""
+    build = _load(plan, params, source, arch)
+    if params.word_pairs and _few(build):
+        build = fusion._without_word_pairs(plan, build, functools.partial(_load, arch=arch))
+    return build
+
+
+def first_call(plan, params, arch: str):
+    """``(plan, build)`` as ``PadvecFusion._build_cuda`` keeps them, from ptxas's figures."""
+    build = _fitted(plan, params, codegen.device_source(codegen.render(plan, params)), arch)
+    if schedule.TUNING.one_row_fit and _few(build):
+        tuning = schedule.TUNING
+
+        def one_row():
+            return vectorize.plan(plan.projection, plan.layouts, plan.output_alignments, tuning.max_row_bytes,
+                                  tuning.min_threads, plan.output_strides, tuning.register_rows, 1)
+        plan, build = fusion._with_one_row(plan, build, one_row, functools.partial(_fitted, arch=arch))
+    return plan, build
+
+
+def _line(case_id: str, name: str, label: str, launch, module, sms: int) -> str:
+    registers, spills, per_sm = module.resources(launch.block)
+    return (f"{case_id} {name} {label}: grid {launch.grid} x {launch.block}, {registers} registers, "
+            f"{spills} B spilled, {per_sm} blocks per SM, {launch.grid / (sms * per_sm):.2f} waves")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", nargs="+")
@@ -71,16 +131,22 @@ def main() -> None:
                 print(f"{case_id} {report.name}: {report.source}")
                 continue
             scoped = _apply(args.set) if args.fusions and report.name in args.fusions else []
-            params = schedule.schedule(plan)  # as the fusion built it: under its knobs
-            _restore(scoped)
+            try:
+                params = schedule.schedule(plan)  # as the fusion built it: under its knobs
+                kept_plan, (kept, _, _, kept_module) = first_call(plan, params, args.arch)
+            finally:
+                _restore(scoped)
             for bounds in [0, *args.min_blocks]:
                 launch = dataclasses.replace(params, min_blocks=bounds)
-                registers, spills = ptxas(codegen.device_source(codegen.render(plan, launch)), args.arch)
-                per_sm = blocks_per_sm(registers, launch.block)
-                label = f"bounds {bounds}" if bounds else "as built"
-                print(f"{case_id} {report.name} {label}: grid {launch.grid} x {launch.block}, {registers} registers, "
-                      f"{spills} B spilled, {per_sm} blocks per SM, {launch.grid / (args.sms * per_sm):.2f} waves")
+                module = Compiled(codegen.device_source(codegen.render(plan, launch)), args.arch)
+                print(_line(case_id, report.name, f"bounds {bounds}" if bounds else "as built", launch, module,
+                            args.sms))
             print("   ", "; ".join(s.mapping for s in plan.segments))
+            changes = [f"registers for {kept.min_blocks} blocks per SM"] if kept.min_blocks else []
+            changes += [] if kept.word_pairs or not params.word_pairs else ["no word pairs"]
+            changes += ["one row a thread"] if kept_plan is not plan else []
+            print(_line(case_id, report.name, f"first call ({', '.join(changes) or 'as built'})", kept, kept_module,
+                        args.sms))
 
 
 if __name__ == "__main__":

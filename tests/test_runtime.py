@@ -343,13 +343,15 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
         loads.append((plan, params, source))
         return params, source, None, _FakeModule(one_row_blocks, one_row_local)
 
-    params = replace(spec.params, keep_hints=False, word_pairs=False)  # a variant's hints, carried over
+    # a variant's hints, carried over; its __launch_bounds__ (fitted to the 4-row build's registers), not
+    params = replace(spec.params, keep_hints=False, word_pairs=False, min_blocks=3)
     build = (params, codegen.device_source(codegen.render(spec.plan, params)), None, _FakeModule(blocks, local))
     plan, chosen = fusion._with_one_row(spec.plan, build, one_row, load)
     ((single, single_params, single_source),) = loads
     assert [s.rows_per_thread for s in single.segments] == [1]
     fresh = schedule.schedule(single)
     assert single_params == replace(fresh, keep_hints=False, word_pairs=False), single_params
+    assert single_params.min_blocks == 0
     assert single_params.segments[0].groups == 4 * params.segments[0].groups  # a thread a row, 4 rows a thread
     assert single_source == codegen.device_source(codegen.render(single, single_params))
     if kept == "one":

@@ -139,9 +139,8 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
         return plan, build
     params, _, _, module = build
     single = one_row()
-    fresh = schedule(single)
-    single_params = replace(params, block=fresh.block, grid=fresh.grid, segments=fresh.segments,
-                            index_bits=fresh.index_bits, smem_bytes=fresh.smem_bytes, interleave=fresh.interleave)
+    # the variant's hints carried over; not its __launch_bounds__, fitted to the other plan's registers
+    single_params = replace(schedule(single), keep_hints=params.keep_hints, word_pairs=params.word_pairs)
     other = load(single, single_params, codegen.device_source(codegen.render(single, single_params)))
     _, local, blocks = module.resources(params.block)
     _, other_local, other_blocks = other[3].resources(other[0].block)

@@ -446,15 +446,15 @@ def _uniform_sites(kernel: ir.Kernel, seg: SegmentPlan) -> float:
 
 
 def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
-    """``seg`` with its tiled row's steps taken side by side by ``len(steps)`` teams where they may be,
-    else as it is (one team, in turn). Side by side where the steps are whole and consecutive (step
-    ``k`` is chunks ``k * t`` to ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly,
-    and every load is one chunk-wide vector held by the lanes the same number of teams along at every
-    step that reads it (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
-    where the blocks hold whole teams of rows only (every lane of a warp takes part in the exchanges),
-    a thread takes several rows (the registers it saves are those rows' loads), and that one code holds
-    at most ``LANE_STEPS_MAX_SITES`` times the computed sites of a step's own (the forward's selects of
-    the cat's halves: 1.1; the backward's pads of both halves, computed by every lane: 1.3).
+    """``seg`` with its tiled row's steps taken side by side by ``len(steps)`` teams where they may be, else
+    as it is (one team, in turn). Side by side where the steps are whole and consecutive (step ``k`` is
+    chunks ``k * t`` to ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly, and every
+    load is one chunk-wide vector held by the lanes the same number of teams along at every step that reads
+    it (``step_distance``): the lanes then run one code, with the step's first column a run-time value. And
+    where the blocks hold whole teams of rows only (every lane of a warp takes part in the exchanges), a
+    thread takes several rows (the registers it saves are those rows' loads), and that one code holds at
+    most ``LANE_STEPS_MAX_SITES`` times the computed sites of a step's own (the forward's selects of the
+    cat's halves: 1.1; the backward's pads of both halves, computed by every lane: 1.3).
 
     On the H200, same process, one team in turn / side by side (``benchmarks/results/2026-12-03-lane-steps/``,
     ``explore-lane-steps-fwd.log``; torch.compile in brackets): LitGPT's RoPE forward, Llama-2 b2 37.3 /

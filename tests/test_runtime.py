@@ -343,14 +343,16 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
         loads.append((plan, params, source))
         return params, source, None, _FakeModule(one_row_blocks, one_row_local)
 
-    # a variant's hints, carried over; its __launch_bounds__ (fitted to the 4-row build's registers), not
-    params = replace(spec.params, keep_hints=False, word_pairs=False, min_blocks=3)
+    # the variant's hints, carried over; not what the 4-row build's fit made of them: its __launch_bounds__
+    # (fitted to its registers), its word pairs dropped (weighed again for the one-row build)
+    variant = replace(spec.params, keep_hints=False, word_pairs=True)
+    params = replace(variant, word_pairs=False, min_blocks=3)
     build = (params, codegen.device_source(codegen.render(spec.plan, params)), None, _FakeModule(blocks, local))
-    plan, chosen = fusion._with_one_row(spec.plan, build, one_row, load)
+    plan, chosen = fusion._with_one_row(spec.plan, build, one_row, load, variant)
     ((single, single_params, single_source),) = loads
     assert [s.rows_per_thread for s in single.segments] == [1]
     fresh = schedule.schedule(single)
-    assert single_params == replace(fresh, keep_hints=False, word_pairs=False), single_params
+    assert single_params == replace(fresh, keep_hints=False, word_pairs=True), single_params
     assert single_params.min_blocks == 0
     assert single_params.segments[0].groups == 4 * params.segments[0].groups  # a thread a row, 4 rows a thread
     assert single_source == codegen.device_source(codegen.render(single, single_params))
@@ -359,7 +361,7 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
     else:
         assert plan is spec.plan and chosen is build
     loads.clear()
-    assert fusion._with_one_row(single, chosen, one_row, load) == (single, chosen) and not loads
+    assert fusion._with_one_row(single, chosen, one_row, load, variant) == (single, chosen) and not loads
 
 
 @pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),

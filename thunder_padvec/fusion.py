@@ -127,11 +127,13 @@ def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
     return other if other_blocks >= blocks and other_local <= local else build
 
 
-def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vectorize.VectorPlan], load):
+def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vectorize.VectorPlan], load,
+                  variant: LaunchParams):
     """``(plan, build)``: ``plan`` and its build, or the plan again with one row per tiled thread and its
-    build, where ``plan``'s threads take several rows and one row at least ``ONE_ROW_BLOCKS`` times the
-    blocks per SM, without spilling more. Several rows share their loads of cos and sin, but hold the
-    registers of each row's other loads. On the H200 (``benchmarks/results/2026-12-04-one-row/``), the
+    build (with the hints of ``variant``, the launch asked for before ``build`` fitted it), where ``plan``'s
+    threads take several rows and one row at least ``ONE_ROW_BLOCKS`` times the blocks per SM, without
+    spilling more. Several rows share their loads of cos and sin, but hold the registers of each row's
+    other loads. On the H200 (``benchmarks/results/2026-12-04-one-row/``), the
     qkv backward of Llama-2-7b (98 registers, 2 blocks of 256 per SM, with 4 rows; 40 and 6 with one)
     ran 6.6% faster with one row, Phi-3-mini's (90 and 2; 39 and 6) 3.7%; the grouped-query ones of
     Llama-3-8B and Mistral-7B (93 and 2; 80 and 3: their k piece's registers stay) 3.5-3.9% slower."""
@@ -139,8 +141,9 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
         return plan, build
     params, _, _, module = build
     single = one_row()
-    # the variant's hints carried over; not its __launch_bounds__, fitted to the other plan's registers
-    single_params = replace(schedule(single), keep_hints=params.keep_hints, word_pairs=params.word_pairs)
+    # the variant's hints carried over, not what the fit of the other plan's registers made of them
+    # (its __launch_bounds__; its word pairs, which the one-row build weighs again for itself)
+    single_params = replace(schedule(single), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
     other = load(single, single_params, codegen.device_source(codegen.render(single, single_params)))
     _, local, blocks = module.resources(params.block)
     _, other_local, other_blocks = other[3].resources(other[0].block)
@@ -366,7 +369,7 @@ class PadvecFusion:
         if one_row is not None and TUNING.one_row_fit and _few_blocks(build, device.index):
             try:
                 plan, build = _with_one_row(plan, build, one_row,
-                                            functools.partial(self._fitted_build, device=device.index))
+                                            functools.partial(self._fitted_build, device=device.index), params)
             except PadvecError as err:  # the first build stands
                 log.debug("%s: no build with one row per thread: %s", self.name, err)
         params, source, path, module = build

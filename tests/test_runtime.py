@@ -364,6 +364,58 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
     assert fusion._with_one_row(single, chosen, one_row, load, variant) == (single, chosen) and not loads
 
 
+class _FakeBuild:
+    def __init__(self, registers, blocks):
+        self.registers, self.blocks = registers, blocks
+
+    def resources(self, block):
+        return self.registers, 0, self.blocks
+
+
+@pytest.mark.parametrize("one_row_blocks", [6, 3])
+def test_a_kernel_planned_again_with_one_row_a_thread_says_what_was_weighed(emulated, generator, monkeypatch,
+                                                                            one_row_blocks):
+    """Where a build keeps the plan of one row a thread, its specialization, ``explain`` (text and
+    markdown) and ``bench.measure.kernels`` say so, with the registers and blocks per SM of both builds;
+    where it keeps its rows, none of them says anything. The GPU parts (loading, occupancy) stand in here."""
+    from thunder_padvec import codegen, fusion, schedule, vectorize
+    from thunder_padvec.bench.measure import kernels
+    from thunder_padvec.examples import litgpt_rope
+    from thunder_padvec.explain import explain, fusions
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    ((fn, _),) = fusions(trace)
+    spec = fn.last
+    assert [seg.rows_per_thread for seg in spec.plan.segments] == [4]
+
+    def fitted_build(self, plan, params, source, device):
+        rows = max(seg.rows_per_thread for seg in plan.segments)
+        return params, source, None, _FakeBuild(98, 2) if rows > 1 else _FakeBuild(40, one_row_blocks)
+
+    def one_row():
+        return vectorize.plan(fn.projection, spec.plan.layouts, spec.plan.output_alignments,
+                              schedule.TUNING.max_row_bytes, 0, spec.plan.output_strides, True, 1)
+
+    monkeypatch.setattr(fusion.PadvecFusion, "_fitted_build", fitted_build)
+    monkeypatch.setattr(fusion, "_few_blocks", lambda build, device: build[3].blocks < 4)
+    source = codegen.device_source(codegen.render(spec.plan, spec.params))
+    built = fn._build_cuda(spec.plan, spec.params, source, torch.device("cuda", 0), 3, one_row=one_row)
+    note = "one row a thread: 40 registers, 6 blocks per SM; with 4 rows a thread, 98 registers, 2 blocks per SM"
+    if one_row_blocks == 6:
+        assert [seg.rows_per_thread for seg in built.plan.segments] == [1] and built.replanned == note
+    else:
+        assert built.plan is spec.plan and built.replanned == ""
+    fn.last = built
+    (report,) = explain(jitted)
+    (line,) = kernels(jitted)
+    shown = [str(report), report._repr_markdown_(), line]
+    for text in shown:
+        assert (f"planned again: {note}" in text) if one_row_blocks == 6 else ("planned again" not in text), text
+
+
 @pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),
                                           ((2, 0, 4, 5), (0, 2, 1, 3)), ((4, 2, 3, 6), (2, 0, 1, 3))])
 def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, order):

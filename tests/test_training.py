@@ -258,6 +258,9 @@ def test_a_backward_takes_one_row_a_thread_where_that_fits_twice_the_blocks_per_
     fitted_rows = [seg.rows_per_thread for seg in fitted_reports["backward"].plan.segments]
     assert 4 in planned_rows, planned_reports["backward"].plan
     assert max(fitted_rows) == rows, str(fitted_reports["backward"])
+    # the report says what was weighed where the plan changed, and nothing where it did not
+    assert fitted_reports["backward"].replanned.startswith("one row a thread: ") == (rows == 1)
+    assert not planned_reports["backward"].replanned and not fitted_reports["forward"].replanned
 
 
 class AttentionBlock(torch.nn.Module):

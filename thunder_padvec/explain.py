@@ -44,6 +44,7 @@ class FusionReport:
     plan: VectorPlan | None = None  # the vector plan of the last call's specialization
     output_orders: dict[str, tuple[int, ...]] = field(default_factory=dict)  # outputs allocated permuted
     choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
+    replanned: str = ""  # where the kernel was planned again with one row a thread, what that weighed
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
@@ -52,6 +53,8 @@ class FusionReport:
         head.append(f"  launch: {self.launch}")
         if self.choice:
             head.append(f"  launch variants: {self.choice}")
+        if self.replanned:
+            head.append(f"  planned again: {self.replanned}")
         if self.plan is not None:
             head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         head += [f"  output {name} allocated so that its permute {order} is contiguous"
@@ -78,6 +81,8 @@ class FusionReport:
         lines.append(f"launch: `{self.launch}`")
         if self.choice:
             lines.append(f"launch variants: {self.choice}")
+        if self.replanned:
+            lines.append(f"planned again: {self.replanned}")
         if self.plan is not None:
             lines += [f"- segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]
@@ -144,7 +149,7 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     orders = {out: order for out, order in zip(fusion.kernel.outputs, fusion.output_orders) if order is not None}
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
-        spec.plan, orders, str(spec.choice or ""),
+        spec.plan, orders, str(spec.choice or ""), spec.replanned,
     )
 
 

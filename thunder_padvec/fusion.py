@@ -150,6 +150,15 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
     return (single, other) if other_blocks >= ONE_ROW_BLOCKS * blocks and other_local <= local else (plan, build)
 
 
+def _one_row_note(rows_plan: vectorize.VectorPlan, rows_build, build) -> str:
+    """What ``_with_one_row`` weighed, where it took the plan of one row a thread."""
+    registers, _, blocks = rows_build[3].resources(rows_build[0].block)
+    one_registers, _, one_blocks = build[3].resources(build[0].block)
+    rows = max(seg.rows_per_thread for seg in rows_plan.segments)
+    return (f"one row a thread: {one_registers} registers, {one_blocks} blocks per SM; with {rows} rows a thread, "
+            f"{registers} registers, {blocks} blocks per SM")
+
+
 @dataclass
 class Specialization:
     """One layout's kernel, loaded and ready to launch."""
@@ -162,6 +171,7 @@ class Specialization:
     module: object
     pack: ArgPack
     choice: tune.Choice | None = None  # where launch variants were measured (or a decision read back)
+    replanned: str = ""  # where the kernel was planned again with one row a thread (_one_row_note)
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         grid, pack = self.params.grid, self.pack
@@ -366,14 +376,18 @@ class PadvecFusion:
         """``source`` (of ``plan`` and ``params``) compiled and loaded (``_fitted_build``), and where it
         keeps few blocks per SM with several rows per thread, planned again with one (``_with_one_row``)."""
         build = self._fitted_build(plan, params, source, device.index)
+        replanned = ""
         if one_row is not None and TUNING.one_row_fit and _few_blocks(build, device.index):
             try:
+                rows_plan, rows_build = plan, build
                 plan, build = _with_one_row(plan, build, one_row,
                                             functools.partial(self._fitted_build, device=device.index), params)
+                if plan is not rows_plan:
+                    replanned = _one_row_note(rows_plan, rows_build, build)
             except PadvecError as err:  # the first build stands
                 log.debug("%s: no build with one row per thread: %s", self.name, err)
         params, source, path, module = build
-        return Specialization(plan, params, source, path, device, module, ArgPack(arguments))
+        return Specialization(plan, params, source, path, device, module, ArgPack(arguments), replanned=replanned)
 
     def _fitted_build(self, plan, params: LaunchParams, source: str, device: int):
         """``(params, source, path, module)``: ``source`` compiled and loaded, built again to fit where it

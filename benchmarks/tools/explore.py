@@ -21,7 +21,7 @@ import torch
 
 from thunder_padvec import schedule
 from thunder_padvec.bench.cases import backward_bytes, build, cases, with_backward
-from thunder_padvec.bench.measure import check
+from thunder_padvec.bench.measure import check, kernels
 from thunder_padvec.timing import copies_ms, copy_roofline_ms, gbps, graph_median_ms
 
 plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
@@ -136,10 +136,8 @@ def main() -> None:
                 jitted = wrap(jit)
                 check("padvec", jitted(*inputs), expected, exact_padvec=cotangents is None)
                 row(f"padvec {name}", graph_median_ms(lambda: jitted(*inputs)))
-                for report in thunder_padvec.explain(jit):
-                    mapping = "; ".join(s.mapping for s in report.plan.segments) if report.plan else report.source
-                    tuned = f" | launch variants: {report.choice}" if report.choice else ""
-                    print(f"{'':40s}   {report.name}: {report.launch} | {mapping}{tuned}")
+                for line in kernels(jit):
+                    print(f"{'':40s}   {line}")
             finally:
                 undo()
         row("torch.compile again", graph_median_ms(lambda: compiled(*inputs)))

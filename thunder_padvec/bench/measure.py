@@ -42,7 +42,8 @@ def check(name: str, outputs, expected, exact_padvec: bool = True) -> None:
 
 def kernels(jitted) -> list[str]:
     """What padvec built for the last call of ``jitted``, a line per fusion: its launch, each segment's
-    thread mapping and, where launch variants were measured, their times and the pick."""
+    thread mapping, where launch variants were measured their times and the pick, and where the kernel was
+    planned again with one row a thread what that weighed."""
     from ..explain import explain
 
     lines = []
@@ -50,6 +51,7 @@ def kernels(jitted) -> list[str]:
         parts = [f"{report.name} ({report.trace})", str(report.launch or report.source)]
         parts += [seg.mapping for seg in (report.plan.segments if report.plan else ())]
         parts += [f"launch variants: {report.choice}"] if report.choice else []
+        parts += [f"planned again: {report.replanned}"] if report.replanned else []
         lines.append(" | ".join(parts))
     return lines
 

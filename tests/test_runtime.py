@@ -306,6 +306,27 @@ def test_word_pairs_give_way_where_they_cost_blocks_per_sm(emulated, generator, 
         assert (chosen is build) == (kept == "pairs")
 
 
+def _four_rows_a_thread(generator, monkeypatch):
+    """``(jitted, fusion, one_row)`` of LitGPT's RoPE at a small shape planned with 4 rows a thread, and
+    its plan again with one row a thread."""
+    from thunder_padvec import schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope
+    from thunder_padvec.explain import fusions
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    ((fn, _),) = fusions(trace)
+    plan = fn.last.plan
+    assert [seg.rows_per_thread for seg in plan.segments] == [4], plan
+
+    def one_row():
+        return vectorize.plan(fn.projection, plan.layouts, plan.output_alignments, schedule.TUNING.max_row_bytes, 0,
+                              plan.output_strides, True, 1)
+    return jitted, fn, one_row
+
+
 @pytest.mark.parametrize("blocks, one_row_blocks, local, one_row_local, kept", [
     (2, 6, 0, 0, "one"),  # the qkv backward of Llama-2-7b and Phi-3-mini on the H200
     (2, 3, 0, 0, "rows"),  # the grouped-query ones: their k piece keeps its registers with one row
@@ -320,23 +341,10 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
     built again. The GPU parts (loading, occupancy) stand in here."""
     from dataclasses import replace
 
-    from thunder_padvec import codegen, fusion, schedule, vectorize
-    from thunder_padvec.examples import litgpt_rope
-    from thunder_padvec.explain import fusions
+    from thunder_padvec import codegen, fusion, schedule
 
-    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
-    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    _, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
-    ((fn, _),) = fusions(trace)
+    _, fn, one_row = _four_rows_a_thread(generator, monkeypatch)
     spec = fn.last
-    (seg,) = spec.plan.segments
-    assert seg.rows_per_thread == 4, seg.mapping
-
-    def one_row():
-        return vectorize.plan(fn.projection, spec.plan.layouts, spec.plan.output_alignments,
-                              schedule.TUNING.max_row_bytes, 0, spec.plan.output_strides, True, 1)
-
     loads = []
 
     def load(plan, params, source):
@@ -378,26 +386,16 @@ def test_a_kernel_planned_again_with_one_row_a_thread_says_what_was_weighed(emul
     """Where a build keeps the plan of one row a thread, its specialization, ``explain`` (text and
     markdown) and ``bench.measure.kernels`` say so, with the registers and blocks per SM of both builds;
     where it keeps its rows, none of them says anything. The GPU parts (loading, occupancy) stand in here."""
-    from thunder_padvec import codegen, fusion, schedule, vectorize
+    from thunder_padvec import codegen, fusion
     from thunder_padvec.bench.measure import kernels
-    from thunder_padvec.examples import litgpt_rope
-    from thunder_padvec.explain import explain, fusions
+    from thunder_padvec.explain import explain
 
-    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
-    x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
-    ((fn, _),) = fusions(trace)
+    jitted, fn, one_row = _four_rows_a_thread(generator, monkeypatch)
     spec = fn.last
-    assert [seg.rows_per_thread for seg in spec.plan.segments] == [4]
 
     def fitted_build(self, plan, params, source, device):
         rows = max(seg.rows_per_thread for seg in plan.segments)
         return params, source, None, _FakeBuild(98, 2) if rows > 1 else _FakeBuild(40, one_row_blocks)
-
-    def one_row():
-        return vectorize.plan(fn.projection, spec.plan.layouts, spec.plan.output_alignments,
-                              schedule.TUNING.max_row_bytes, 0, spec.plan.output_strides, True, 1)
 
     monkeypatch.setattr(fusion.PadvecFusion, "_fitted_build", fitted_build)
     monkeypatch.setattr(fusion, "_few_blocks", lambda build, device: build[3].blocks < 4)

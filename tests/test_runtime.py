@@ -356,7 +356,7 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
     variant = replace(spec.params, keep_hints=False, word_pairs=True)
     params = replace(variant, word_pairs=False, min_blocks=3)
     build = (params, codegen.device_source(codegen.render(spec.plan, params)), None, _FakeModule(blocks, local))
-    plan, chosen = fusion._with_one_row(spec.plan, build, one_row, load, variant)
+    plan, chosen, note = fusion._with_one_row(spec.plan, build, one_row, load, variant)
     ((single, single_params, single_source),) = loads
     assert [s.rows_per_thread for s in single.segments] == [1]
     fresh = schedule.schedule(single)
@@ -366,10 +366,12 @@ def test_threads_take_one_row_where_that_fits_twice_the_blocks_per_sm(emulated, 
     assert single_source == codegen.device_source(codegen.render(single, single_params))
     if kept == "one":
         assert plan is single and chosen[0] is single_params and chosen[3].blocks == one_row_blocks
+        assert note == f"one row a thread: 80 registers, {one_row_blocks} blocks per SM; with 4 rows a thread, " \
+                       f"80 registers, {blocks} blocks per SM"
     else:
-        assert plan is spec.plan and chosen is build
+        assert plan is spec.plan and chosen is build and note == ""
     loads.clear()
-    assert fusion._with_one_row(single, chosen, one_row, load, variant) == (single, chosen) and not loads
+    assert fusion._with_one_row(single, chosen, one_row, load, variant) == (single, chosen, "") and not loads
 
 
 class _FakeBuild:

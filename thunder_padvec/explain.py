@@ -46,15 +46,18 @@ class FusionReport:
     choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
     replanned: str = ""  # where the kernel was planned again with one row a thread, what that weighed
 
+    @property
+    def decisions(self) -> list[str]:
+        """What the first call on a GPU measured or weighed for the kernel, a line each."""
+        return ([f"launch variants: {self.choice}"] if self.choice else []) + (
+            [f"planned again: {self.replanned}"] if self.replanned else [])
+
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
         if self.launch is None:
             return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
-        if self.choice:
-            head.append(f"  launch variants: {self.choice}")
-        if self.replanned:
-            head.append(f"  planned again: {self.replanned}")
+        head += [f"  {line}" for line in self.decisions]
         if self.plan is not None:
             head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         head += [f"  output {name} allocated so that its permute {order} is contiguous"
@@ -79,10 +82,7 @@ class FusionReport:
         if self.launch is None:
             return "\n".join(lines + [self.source or "not run yet"])
         lines.append(f"launch: `{self.launch}`")
-        if self.choice:
-            lines.append(f"launch variants: {self.choice}")
-        if self.replanned:
-            lines.append(f"planned again: {self.replanned}")
+        lines += self.decisions
         if self.plan is not None:
             lines += [f"- segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
         lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]

@@ -129,34 +129,29 @@ def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
 
 def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vectorize.VectorPlan], load,
                   variant: LaunchParams):
-    """``(plan, build)``: ``plan`` and its build, or the plan again with one row per tiled thread and its
-    build (with the hints of ``variant``, the launch asked for before ``build`` fitted it), where ``plan``'s
-    threads take several rows and one row at least ``ONE_ROW_BLOCKS`` times the blocks per SM, without
-    spilling more. Several rows share their loads of cos and sin, but hold the registers of each row's
-    other loads. On the H200 (``benchmarks/results/2026-12-04-one-row/``), the
+    """``(plan, build, note)``: ``plan``, its build and "", or the plan again with one row per tiled thread,
+    its build (with the hints of ``variant``, the launch asked for before ``build`` fitted it) and what was
+    weighed, where ``plan``'s threads take several rows and one row at least ``ONE_ROW_BLOCKS`` times the
+    blocks per SM, without spilling more. Several rows share their loads of cos and sin, but hold the
+    registers of each row's other loads. On the H200 (``benchmarks/results/2026-12-04-one-row/``), the
     qkv backward of Llama-2-7b (98 registers, 2 blocks of 256 per SM, with 4 rows; 40 and 6 with one)
     ran 6.6% faster with one row, Phi-3-mini's (90 and 2; 39 and 6) 3.7%; the grouped-query ones of
     Llama-3-8B and Mistral-7B (93 and 2; 80 and 3: their k piece's registers stay) 3.5-3.9% slower."""
-    if not any(seg.rows_per_thread > 1 for seg in plan.segments):
-        return plan, build
+    rows = max((seg.rows_per_thread for seg in plan.segments), default=1)
+    if rows == 1:
+        return plan, build, ""
     params, _, _, module = build
     single = one_row()
     # the variant's hints carried over, not what the fit of the other plan's registers made of them
     # (its __launch_bounds__; its word pairs, which the one-row build weighs again for itself)
     single_params = replace(schedule(single), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
     other = load(single, single_params, codegen.device_source(codegen.render(single, single_params)))
-    _, local, blocks = module.resources(params.block)
-    _, other_local, other_blocks = other[3].resources(other[0].block)
-    return (single, other) if other_blocks >= ONE_ROW_BLOCKS * blocks and other_local <= local else (plan, build)
-
-
-def _one_row_note(rows_plan: vectorize.VectorPlan, rows_build, build) -> str:
-    """What ``_with_one_row`` weighed, where it took the plan of one row a thread."""
-    registers, _, blocks = rows_build[3].resources(rows_build[0].block)
-    one_registers, _, one_blocks = build[3].resources(build[0].block)
-    rows = max(seg.rows_per_thread for seg in rows_plan.segments)
-    return (f"one row a thread: {one_registers} registers, {one_blocks} blocks per SM; with {rows} rows a thread, "
-            f"{registers} registers, {blocks} blocks per SM")
+    registers, local, blocks = module.resources(params.block)
+    other_registers, other_local, other_blocks = other[3].resources(other[0].block)
+    if other_blocks < ONE_ROW_BLOCKS * blocks or other_local > local:
+        return plan, build, ""
+    return single, other, (f"one row a thread: {other_registers} registers, {other_blocks} blocks per SM; with "
+                           f"{rows} rows a thread, {registers} registers, {blocks} blocks per SM")
 
 
 @dataclass
@@ -171,7 +166,7 @@ class Specialization:
     module: object
     pack: ArgPack
     choice: tune.Choice | None = None  # where launch variants were measured (or a decision read back)
-    replanned: str = ""  # where the kernel was planned again with one row a thread (_one_row_note)
+    replanned: str = ""  # where the kernel was planned again with one row a thread, what that weighed
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         grid, pack = self.params.grid, self.pack
@@ -379,11 +374,9 @@ class PadvecFusion:
         replanned = ""
         if one_row is not None and TUNING.one_row_fit and _few_blocks(build, device.index):
             try:
-                rows_plan, rows_build = plan, build
-                plan, build = _with_one_row(plan, build, one_row,
-                                            functools.partial(self._fitted_build, device=device.index), params)
-                if plan is not rows_plan:
-                    replanned = _one_row_note(rows_plan, rows_build, build)
+                plan, build, replanned = _with_one_row(plan, build, one_row,
+                                                       functools.partial(self._fitted_build, device=device.index),
+                                                       params)
             except PadvecError as err:  # the first build stands
                 log.debug("%s: no build with one row per thread: %s", self.name, err)
         params, source, path, module = build

@@ -99,8 +99,7 @@ def first_call(plan, params, arch: str):
         def one_row():
             return vectorize.plan(plan.projection, plan.layouts, plan.output_alignments, tuning.max_row_bytes,
                                   tuning.min_threads, plan.output_strides, tuning.register_rows, 1)
-        plan, build = fusion._with_one_row(plan, build, one_row, functools.partial(_fitted, arch=arch),
-                                           params)
+        plan, build, _ = fusion._with_one_row(plan, build, one_row, functools.partial(_fitted, arch=arch), params)
     return plan, build
 
 

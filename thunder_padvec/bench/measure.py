@@ -50,8 +50,7 @@ def kernels(jitted) -> list[str]:
     for report in explain(jitted):
         parts = [f"{report.name} ({report.trace})", str(report.launch or report.source)]
         parts += [seg.mapping for seg in (report.plan.segments if report.plan else ())]
-        parts += [f"launch variants: {report.choice}"] if report.choice else []
-        parts += [f"planned again: {report.replanned}"] if report.replanned else []
+        parts += report.decisions
         lines.append(" | ".join(parts))
     return lines
 

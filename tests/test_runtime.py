@@ -197,22 +197,27 @@ def test_a_variant_replaces_the_default_only_where_it_is_faster_by_more_than_the
 
 
 class _FakeSpec:
-    def __init__(self, params):
-        self.params, self.choice, self.runs = params, None, 0
+    def __init__(self, params, source):
+        self.params, self.source, self.choice, self.runs = params, source, None, 0
 
     def run(self, args, outputs, pointers):
         self.runs += 1
         return outputs
 
 
-def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path, monkeypatch, emulated, generator):
-    """The first specialization on a GPU builds the default and its variant (the evict_last hints
-    switched), times both on the call's tensors and keeps the faster; the decision goes to disk, and a
-    later fusion with the same sources (a new process: memory cleared) builds only the chosen kernel and
-    times nothing. The GPU parts (build, timing, the device's name) stand in here."""
+@pytest.mark.parametrize("planes", [False, True])
+def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path, monkeypatch, emulated, generator,
+                                                                       planes):
+    """The first specialization on a GPU builds the default and its variants (the evict_last hints
+    switched; plane order, where threads take rows along the heads and it changes the kernel), times
+    them on the call's tensors and keeps the fastest; the decision goes to disk, and a later fusion with
+    the same sources (a new process: memory cleared) builds only the chosen kernel and times nothing.
+    The GPU parts (build, timing, the device's name) stand in here."""
+    import importlib
     from dataclasses import replace
 
     from thunder_padvec import codegen, fusion, schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope
     from thunder_padvec.explain import fusions
     from thunder_padvec.runtime import tune
 
@@ -221,41 +226,55 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
     built, timed = [], []
     monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, source, device, n, one_row=None: built.append(params.keep_hints)
-                        or _FakeSpec(params))
+                        lambda self, plan, params, source, device, n, one_row=None:
+                        built.append((params.keep_hints, params.plane_order)) or _FakeSpec(params, source))
+    names = ["keep", "plain"] + ["keep in plane order"] * planes
+    medians = tuple(zip(names, (12.0, 10.0, 9.0)))
 
     def measure(runs, device):
         timed.append([name for name, _ in runs])
         for _, run in runs:
             run()
-        return (("keep", 12.0), ("plain", 10.0))
+        return medians
 
     monkeypatch.setattr(tune, "measure", measure)
-    x = randn(2, 4, 8, 32, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(8, 8, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    _, _, trace = jit_and_run(rope_one_entry, x, cos, sin, 8)  # a kernel to specialize again, below
-    ((fn, _),) = fusions(trace)
+    if planes:  # 4 heads a thread, blocks of 32 rows: 4 planes (a batch's group of heads) of 2 blocks
+        monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+        monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "LANE_STEPS", False)
+        fn, x, cos, sin = litgpt_rope, *(randn(*shape, dtype=torch.bfloat16, generator=generator)
+                                         for shape in ((2, 8, 64, 128), (64, 128), (64, 128)))
+        rope_n = 128
+    else:
+        fn, x, cos, sin = rope_one_entry, *(randn(*shape, dtype=torch.bfloat16, generator=generator)
+                                            for shape in ((2, 4, 8, 32), (8, 8), (8, 8)))
+        rope_n = 8
+    _, _, trace = jit_and_run(fn, x, cos, sin, rope_n)  # a kernel to specialize again, below
+    ((fusion_fn, _),) = fusions(trace)
     device = torch.device("cuda", 0)
-    plan = vectorize.plan(fn.projection, tuple(vectorize.Layout(tuple(a.stride()), 16) for a in (x, cos, sin)),
+    plan = vectorize.plan(fusion_fn.projection,
+                          tuple(vectorize.Layout(tuple(a.stride()), 16) for a in (x, cos, sin)),
                           (16,), schedule.TUNING.max_row_bytes, schedule.TUNING.min_threads)
     params = schedule.schedule(plan)
     assert params.keep_hints and codegen.render(plan, params) != codegen.render(plan, replace(params, keep_hints=False))
+    in_planes = codegen.render(plan, replace(params, plane_order=True))
+    assert (in_planes != codegen.render(plan, params)) == planes
     outputs = [torch.empty_like(x)]
-    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
-    assert (built, timed) == ([True, False], [["keep", "plain"]])
-    assert spec.params.keep_hints is False and spec.runs == 1
-    assert str(spec.choice) == "keep 12.0 µs / plain 10.0 µs: plain"
+    spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    chosen = names[-1]
+    assert (built, timed) == ([(True, False), (False, False), (True, True)][:len(names)], [names])
+    assert (spec.params.keep_hints, spec.params.plane_order) == built[-1] and spec.runs == 1
+    assert str(spec.choice) == " / ".join(f"{n} {us:.1f} µs" for n, us in medians) + f": {chosen}"
 
     cache.clear_memory()
     built.clear()
-    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
-    assert (built, len(timed)) == ([False], 1)  # only the chosen one built, nothing timed again
-    assert str(spec.choice) == "plain (a decision kept on disk)"
+    spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    assert (built, len(timed)) == ([(planes, planes)], 1)  # only the chosen one built, nothing timed again
+    assert str(spec.choice) == f"{chosen} (a decision kept on disk)"
 
     monkeypatch.setenv("THUNDER_PADVEC_TUNE", "0")
     built.clear()
-    spec = fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
-    assert built == [True] and spec.choice is None and len(timed) == 1
+    spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
+    assert built == [(True, False)] and spec.choice is None and len(timed) == 1
 
 
 class _FakeModule:

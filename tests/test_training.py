@@ -170,6 +170,35 @@ def test_rope_gradients_through_teams_of_six_and_rows_in_pieces_on_the_gpu(gener
     assert torch.equal(grad, eager_grad)
 
 
+# grouped-query qkv with 64 positions: blocks of whole planes (a batch's group of 4 heads), 2 to 4 a plane
+PLANE_CASE = ("qkv-gqa4-planes", qkv_split_rope, (2, 64, (8 + 2 * 2) * 64), 64,
+              dict(n_head=8, n_query_groups=2, head_size=64))
+
+
+def _check_plane_order(device, generator, monkeypatch):
+    """Plane order (a launch variant the first call on a GPU times, ``runtime.tune``), here the default:
+    consecutive blocks take the same positions of each group of heads, in the forward and in the
+    backward, and the outputs and gradients are eager's."""
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    monkeypatch.setattr(schedule.TUNING, "plane_order", True)
+    grad, eager_grad, jitted = _check_gradients(PLANE_CASE, device, torch.bfloat16, generator)
+    ordered = {r.trace for r in explain(jitted) if "tile_index = (b %" in r.kernel_source}
+    assert ordered == {"forward", "backward"}, [str(r) for r in explain(jitted)]
+    return grad, eager_grad
+
+
+def test_rope_gradients_in_plane_order(emulated, generator, monkeypatch):
+    _check_plane_order("cpu", generator, monkeypatch)
+
+
+@pytest.mark.gpu
+def test_rope_gradients_in_plane_order_on_the_gpu(generator, monkeypatch):
+    grad, eager_grad = _check_plane_order("cuda", generator, monkeypatch)
+    assert torch.equal(grad, eager_grad)
+
+
 @pytest.mark.gpu
 def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to_fit(generator, monkeypatch):
     """Phi-3-mini's RoPE backward (rows of 96) takes 84 registers with NVRTC for sm_90: 2 blocks of 256

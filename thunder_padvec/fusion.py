@@ -154,6 +154,16 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
                            f"{rows} rows a thread, {registers} registers, {blocks} blocks per SM")
 
 
+def _distinct(items: list, key: Callable) -> list:
+    """``items`` without those whose ``key`` an earlier one has (launch variants the kernel does not tell apart)."""
+    seen, kept = set(), []
+    for item in items:
+        if key(item) not in seen:
+            seen.add(key(item))
+            kept.append(item)
+    return kept
+
+
 @dataclass
 class Specialization:
     """One layout's kernel, loaded and ready to launch."""
@@ -330,10 +340,9 @@ class PadvecFusion:
         fastest of them on this call's tensors, or the one a decision kept on disk names. ``one_row``:
         the plan again with one row per tiled thread (``_with_one_row``)."""
         measured = TUNING.tune_hints and knobs.tune() and tune.may_time(device)
-        options = [(name, p, codegen.device_source(codegen.render(plan, p)))
-                   for name, p in (tune.variants(params) if measured else [(None, params)])]
-        if len({source for _, _, source in options}) < len(options):  # variants the kernel does not tell apart
-            options = options[:1]
+        options = _distinct([(name, p, codegen.device_source(codegen.render(plan, p)))
+                             for name, p in (tune.variants(params) if measured else [(None, params)])],
+                            lambda option: option[2])
         key = chosen = None
         if len(options) > 1:
             key = tune.decision_key([source for _, _, source in options], device)
@@ -349,6 +358,7 @@ class PadvecFusion:
                 if not built:  # the default must build
                     raise
                 log.debug("%s: variant %s not built: %s", self.name, name, err)
+        built = _distinct(built, lambda b: b[1].source)  # variants planned again alike (one row a thread)
         if len(built) == 1:
             spec = built[0][1]
             if chosen is not None:

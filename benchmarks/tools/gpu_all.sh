@@ -2,7 +2,9 @@
 # GPU-machine checks and measurements, by part (all parts, in this order, when none is named):
 #   tests      pytest -m gpu (the random-program budget from PADVEC_GPU_PROGRAMS, default 80)
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
-#   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT)
+#   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT);
+#              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
+#              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls)
 #   seed       the suite's seed rows alone, both passes
 #   host       the host-path benchmark
 # A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
@@ -18,17 +20,19 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tm
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 suite() {  # suite <name> <-k expression>
-  timeout -s INT 280 python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
+  timeout -s INT 330 python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
     --benchmark-json=$OUT/run_$1.json -k "$2" 2>&1 | tee -a $OUT/suite.log | tail -1
 }
 
+declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host" [fwd_qkv]="qkv and not bwd"
+                   [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd" [seed]="seed"
+                   [host]="test_host")
+
 for part in ${@:-tests notebooks fwd bwd host}; do
   case $part in
-    tests) timeout -s INT 280 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
-    fwd) suite fwd_rope "not qkv and not bwd and not test_host"; suite fwd_qkv "qkv and not bwd" ;;
-    bwd) suite bwd_rope "not qkv and bwd and not test_host"; suite bwd_qkv "qkv and bwd" ;;
-    seed) suite seed "seed" ;;
-    host) suite host "test_host" ;;
+    tests) timeout -s INT 400 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
+    fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
+    fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|host) suite $part "${SELECT[$part]}" ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

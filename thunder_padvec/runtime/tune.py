@@ -44,10 +44,18 @@ class Choice:
 
 
 def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
-    """The default launch first, then the variants measured against it: the evict_last hints switched."""
+    """The default launch first, then the variants measured against it: the evict_last hints switched,
+    and the default's hints in plane order (``LaunchParams.plane_order``: where threads take rows along a
+    group of heads, consecutive blocks take the same positions of each group, so that they share cos and
+    sin). On the H200 plane order made Llama-3-8B's grouped-query qkv forward 1-2% faster and Mistral-7B's
+    1% slower (``benchmarks/NOTES.md``). A variant whose source equals an earlier one's is not built
+    (plane order where the threads take one row each)."""
     name = "keep" if params.keep_hints else "plain"
     other = "plain" if params.keep_hints else "keep"
-    return [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]
+    found = [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]
+    if not params.plane_order:
+        found.append((f"{name} in plane order", replace(params, plane_order=True)))
+    return found
 
 
 def may_time(device: torch.device) -> bool:

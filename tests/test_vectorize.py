@@ -19,6 +19,7 @@ from thunder_padvec.examples import rope_one_entry
 
 vectorize_plan = importlib.import_module("thunder_padvec.vectorize.plan")
 vectorize_segments = importlib.import_module("thunder_padvec.vectorize.segments")
+render = importlib.import_module("thunder_padvec.codegen.render")
 
 
 def _report(jitted):
@@ -417,6 +418,14 @@ def test_steps_side_by_side_take_a_rows_other_half_from_the_lane_that_loaded_it(
     assert source.count("const int c = own;") == 4  # one code for both halves: the column at run time
     assert {a.access for a in report.accesses if a.tensor == "x" and a.role == "input"} == {"cached", "exchanged"}
 
+    monkeypatch.setattr(render, "EXCHANGE", False)  # an experiment's knob: the other half loaded again
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    source = _report(jitted).kernel_source
+    assert "padvec_exchange<" not in source and _loads_into_registers(source) == 6
+    assert len(re.findall(r"padvec_load\w*<8>\(g\d+_1, args\.in", source)) == 4
+
+    monkeypatch.setattr(render, "EXCHANGE", True)
     monkeypatch.setattr(vectorize_plan, "LANE_STEPS", False)
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
     assert torch.equal(out, litgpt_rope(x, cos, sin, 128))

@@ -291,6 +291,9 @@ def _render_own_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list
     return [_declare(r, site), f"padvec_load<{width}>(&s{site.id}[0], {reg});"]
 
 
+EXCHANGE = True  # steps side by side take the other steps' chunks with warp shuffles; off: loaded again (experiments)
+
+
 def _own_loads(r: _Segment) -> list[str]:
     """The own-chunk loads of steps taken side by side, then the exchanges: a lane's register of
     another step's chunk is the owner's, read with ``__shfl_sync`` (every lane of the warp takes part:
@@ -309,15 +312,16 @@ def _own_loads(r: _Segment) -> list[str]:
         load = f"{_load_op(r.params, _read_once(r, site, node), node)}<{width}>({reg}, {address});"
         lines += [f"alignas(16) {ctype} {reg}[{width}];",
                   f"if ({condition}) {load} else padvec_fill_zero<{width}>({reg});" if condition else load]
+    reload = seg.reloads or not EXCHANGE
     for key, site, node in r.hoisted:
         (_, guard, width), reg = key, r.loads[key]
         ctype = scalar.CTYPE[node.type.dtype]
-        op = _load_op(r.params, _read_once(r, site, node), node) if seg.reloads else "padvec_load"
+        op = _load_op(r.params, _read_once(r, site, node), node) if reload else "padvec_load"
         for distance, (other, address) in sorted(r.exchanges[key].items()):
             load = f"{op}<{width}>({other}, {address});"
             load = f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load
             lines.append(f"alignas(16) {ctype} {other}[{width}];")
-            if seg.reloads:
+            if reload:
                 lines.append(load)
                 continue
             source = f"((step + {distance}) % {seg.lane_steps}) * {seg.threads_per_row} + col / {seg.chunk}"

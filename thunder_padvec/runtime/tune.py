@@ -3,9 +3,10 @@
 Some hints pay on one kernel and cost on another for reasons no rule here models. Loading inputs
 with an L2 evict_last policy (``LaunchParams.keep_hints``) made LitGPT's RoPE forward 3-5% faster on
 the H200, but the Phi-3-mini qkv forward 2-3% slower and some backward kernels up to 8% slower
-(``benchmarks/NOTES.md``). So the first call of a new specialization on a GPU builds each variant,
-runs them on the call's own tensors (the outputs are written with the same values each time), in
-turn, the L2 flushed before each run, and keeps the fastest where it beats the default by more than
+(``benchmarks/NOTES.md``); plane order (blocks that share cos and sin run together) likewise. So the
+first call of a new specialization on a GPU builds each variant (``variants``), runs them on the
+call's own tensors (the outputs are written with the same values each time), in turn, the L2
+flushed before each run, and keeps the fastest where it beats the default by more than
 ``MARGIN``; the default otherwise, and whenever it cannot time (a CUDA graph being captured, no memory
 for the flush). A decision is kept on disk beside the kernels (its key: the variants' sources, the
 GPU's name and this package's version), so that other processes load the chosen kernel alone,

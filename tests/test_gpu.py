@@ -121,6 +121,27 @@ def test_litgpt_configs(generator, config):
         assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("batch", [2, 1])
+def test_a_launch_whose_last_wave_is_mostly_idle_takes_teams_twice_as_wide(generator, batch):
+    """pythia-160m's qkv forward (rows of 64 in 4-lane chunks, teams of 4 threads): on the H200 (132 SMs),
+    at batch 2 its 768 blocks of 256 (48 registers, 5 per SM) make 1.16 waves, and padvec plans it again
+    with teams of 8 (1536 blocks, 2.33 waves); at batch 1 (0.58 waves) the teams stay. The outputs are
+    eager's either way."""
+    c = next(c for c in configs.LITGPT if c.name == "pythia-160m")
+    qkv = _cuda_randn(batch, c.seq, (c.n_head + 2 * c.n_query_groups) * c.head_size, dtype=torch.bfloat16,
+                      generator=generator)
+    cos, sin = (_cuda_randn(c.seq, c.rope_n_elem, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    args = (qkv, cos, sin, c.n_head, c.n_query_groups, c.head_size, c.rope_n_elem)
+    jitted, outs, _ = jit_and_run(qkv_split_rope, *args)
+    for got, want in zip(outs, qkv_split_rope(*args)):
+        assert torch.equal(got, want)
+    (report,) = explain(jitted)
+    wide = report.replanned.startswith("twice the threads a row")
+    assert [s.threads_per_row for s in report.plan.segments] == [8 if wide else 4], str(report)
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:  # the H200's
+        assert wide == (batch == 2), str(report)
+
+
 def test_more_than_2_to_the_31_elements_take_64_bit_indices():
     rows, cols = (1 << 20) + 3, 2048  # 2^31 + 6144 elements, 4.3 GB in bf16
     x = torch.empty(rows, cols, dtype=torch.bfloat16, device="cuda").normal_()

@@ -3,7 +3,8 @@
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
 ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their dims, sums over small dims), the shapes (sizes 0 to 9, and rows of 16 to 64 that
 threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
-(contiguous, transposed, offset views). Each runs with poisoned outputs: in CPU emulation in CI with
+(contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
+planned. Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
 """
 
@@ -35,7 +36,7 @@ def programs(draw):
                                                                   "permute", "split", "sum"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
-        ["contiguous", "transposed", "offset"])), steps=steps)
+        ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
 
 
 def _input(shape, dtype, layout, generator, device="cpu"):
@@ -126,13 +127,15 @@ def _check(spec, device):
     b = _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
     row = _input(spec["shape"][-1:], spec["dtype"], "contiguous", generator, device)
     fn = _program(spec)
-    # "share": lift the launch-size floor so that threads also take several rows at these small sizes
-    saved = schedule.TUNING.min_threads
-    schedule.TUNING.min_threads = 0 if spec["share"] else saved
+    # "share": lift the launch-size floor so that threads also take several rows at these small sizes;
+    # "teams": threads sharing a row, that many times the planned count (fusion._with_wider_teams)
+    saved = schedule.TUNING.min_threads, schedule.TUNING.team_scale
+    schedule.TUNING.min_threads = 0 if spec["share"] else saved[0]
+    schedule.TUNING.team_scale = spec["teams"]
     try:
         _, outs, _ = jit_and_run(fn, a, b, row)
     finally:
-        schedule.TUNING.min_threads = saved
+        schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
     for got, want in zip(outs, fn(a, b, row)):
         assert got.shape == want.shape and got.dtype == want.dtype
         # sin and tanh come from the host's libm here and PyTorch's own code in eager: the last bits may differ.

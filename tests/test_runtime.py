@@ -226,7 +226,7 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
     built, timed = [], []
     monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, source, device, n, one_row=None:
+                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
                         built.append((params.keep_hints, params.plane_order)) or _FakeSpec(params, source))
     names = ["keep", "plain"] + ["keep in plane order"] * planes
     medians = tuple(zip(names, (12.0, 10.0, 9.0)))
@@ -433,6 +433,94 @@ def test_a_kernel_planned_again_with_one_row_a_thread_says_what_was_weighed(emul
     shown = [str(report), report._repr_markdown_(), line]
     for text in shown:
         assert (f"planned again: {note}" in text) if one_row_blocks == 6 else ("planned again" not in text), text
+
+
+def _teams_of_four(generator):
+    """``(fusion, wider)`` of pythia's RoPE (rows of 64 in 4-lane chunks, teams of 4 threads) over 1536
+    rows (24 blocks of 256), and its plan again with teams twice as wide."""
+    from thunder_padvec import schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope
+    from thunder_padvec.explain import fusions
+
+    x = randn(2, 12, 64, 64, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    _, out, trace = jit_and_run(litgpt_rope, x, cos, sin, 16)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
+    ((fn, _),) = fusions(trace)
+    plan = fn.last.plan
+    assert [(s.threads_per_row, s.rows_per_thread) for s in plan.segments] == [(4, 1)] and fn.last.params.grid == 24
+
+    def wider():
+        tuning = schedule.TUNING
+        return vectorize.plan(fn.projection, plan.layouts, plan.output_alignments, tuning.max_row_bytes,
+                              tuning.min_threads, plan.output_strides, True, 1, 2)
+    return fn, wider
+
+
+@pytest.mark.parametrize("sms, blocks, wide_blocks, wide_local, kept", [
+    (20, 1, 1, 0, True),  # 24 blocks on 20 SMs: 1.2 waves (0.6 full); 48 blocks: 2.4 (0.8 full)
+    (10, 2, 2, 0, True),  # the same at 2 blocks per SM
+    (20, 1, 2, 0, False),  # 48 blocks at 2 per SM: 1.2 waves again
+    (20, 1, 1, 16, False),  # fuller waves, but spilling
+    (24, 1, 1, 0, False),  # one whole wave
+    (30, 1, 1, 0, False),  # less than one wave: every block runs at once
+    (14, 1, 1, 0, False),  # 1.71 waves: 0.86 full already
+])
+def test_a_launch_whose_last_wave_is_mostly_idle_takes_teams_twice_as_wide(emulated, generator, sms, blocks,
+                                                                           wide_blocks, wide_local, kept):
+    """A launch of more than one wave whose waves are less than ``FULL_WAVES`` full on average is planned
+    again with twice the threads a row, and keeps that build where its waves are at least ``WAVE_GAIN``
+    fuller without spilling more; the launch keeps the variant's hints. The GPU parts (loading,
+    occupancy, the SM count) stand in here."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen, fusion, schedule
+
+    fn, wider = _teams_of_four(generator)
+    spec = fn.last
+    loads = []
+
+    def load(plan, params, source):
+        loads.append((plan, params, source))
+        return params, source, None, _FakeModule(wide_blocks, wide_local)
+
+    variant = replace(spec.params, keep_hints=False)
+    build = (variant, spec.source, None, _FakeModule(blocks))
+    plan, chosen, note = fusion._with_wider_teams(spec.plan, build, wider, load, variant, sms)
+    before = 24 / (blocks * sms)
+    if before <= 1 or before / -(-before // 1) >= fusion.FULL_WAVES:
+        assert not loads and (plan, chosen, note) == (spec.plan, build, "")
+        return
+    ((wide, wide_params, wide_source),) = loads
+    assert [(s.threads_per_row, s.rows_per_thread) for s in wide.segments] == [(8, 1)]
+    assert wide_params == replace(schedule.schedule(wide), keep_hints=False) and wide_params.grid == 48
+    assert wide_source == codegen.device_source(codegen.render(wide, wide_params))
+    if kept:
+        after = 48 / (wide_blocks * sms)
+        assert plan is wide and chosen[0] is wide_params
+        assert note == (f"twice the threads a row: 48 blocks, {wide_blocks} per SM, {after:.2f} waves; as planned, "
+                        f"24 blocks, {blocks} per SM, {before:.2f} waves")
+    else:
+        assert (plan, chosen, note) == (spec.plan, build, "")
+
+
+def test_a_kernel_planned_again_with_wider_teams_says_so(emulated, generator, monkeypatch):
+    """``_build_cuda`` plans again with wider teams where the waves ask for it (unless ``TUNING.wave_fit``
+    is off) and its specialization says what was weighed. The GPU parts stand in here."""
+    from thunder_padvec import fusion, schedule
+
+    fn, wider = _teams_of_four(generator)
+    spec = fn.last
+    monkeypatch.setattr(fusion.PadvecFusion, "_fitted_build",
+                        lambda self, plan, params, source, device: (params, source, None, _FakeModule(1)))
+    monkeypatch.setattr(fusion, "_few_blocks", lambda build, device: False)
+    monkeypatch.setattr(fusion, "_sms", lambda device: 20)
+    for fit in (True, False):
+        monkeypatch.setattr(schedule.TUNING, "wave_fit", fit)
+        built = fn._build_cuda(spec.plan, spec.params, spec.source, torch.device("cuda", 0), 2, wider=wider)
+        assert [s.threads_per_row for s in built.plan.segments] == [8 if fit else 4]
+        assert built.replanned == ("twice the threads a row: 48 blocks, 1 per SM, 2.40 waves; as planned, 24 blocks, "
+                                   "1 per SM, 1.20 waves" if fit else "")
 
 
 @pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),

@@ -575,6 +575,33 @@ def test_small_launches_split_short_slabs_into_narrower_chunks(emulated, generat
     assert set(seg.widths) | set(seg.store_widths) <= {seg.chunk} | {1, 2, 4} and max(seg.store_widths) == seg.chunk
 
 
+@pytest.mark.parametrize("team_scale, mapping", [
+    (1, "rows shared by 4 threads, 4-lane chunks, 5 steps"),
+    (2, "rows shared by 8 threads, 4-lane chunks, 4 steps"),
+    (4, "rows shared by 16 threads, 4-lane chunks, 3 steps"),
+    (16, "rows shared by 4 threads, 4-lane chunks, 5 steps"),  # 64 threads a row: more than a warp
+])
+def test_wider_teams_share_a_row_among_more_threads(emulated, generator, monkeypatch, team_scale, mapping):
+    """pythia's rows (64 features, halves of 8, in 4-lane chunks) in teams ``team_scale`` times wider,
+    as a launch whose last wave is mostly idle is planned again (``fusion._with_wider_teams``): the same
+    chunks, fewer a thread, and every element written once (outputs poisoned) and equal to eager's. A
+    team wider than a warp stays as planned, and so does a team of 6 (``exact_threads``)."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(schedule.TUNING, "team_scale", team_scale)
+    x = randn(2, 3, 8, 64, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 16)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert seg.mapping.endswith(mapping), seg.mapping
+    assert (seg.groups, seg.rows_per_thread, seg.lane_steps) == (2 * 3 * 8, 1, 1)  # a team a row, in turn
+    assert report.launch.segments[0].groups == 2 * 3 * 8  # teams launched: their threads take the row's chunks
+    kernel = report.plan.projection.kernel
+    assert vectorize_plan.wider_teams(kernel, seg.segment, seg.chunk, (6, seg.steps), 2) == (6, seg.steps)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_a_sum_of_a_few_elements_reads_each_at_full_width(emulated, generator, dtype):
     """The gradient of an expand: a sum over an outer dim of 4 reads its operand at 4 index maps, each

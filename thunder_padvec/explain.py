@@ -44,7 +44,7 @@ class FusionReport:
     plan: VectorPlan | None = None  # the vector plan of the last call's specialization
     output_orders: dict[str, tuple[int, ...]] = field(default_factory=dict)  # outputs allocated permuted
     choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
-    replanned: str = ""  # where the kernel was planned again with one row a thread, what that weighed
+    replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
 
     @property
     def decisions(self) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,6 +28,8 @@ from .schedule import TUNING, LaunchParams, fit_blocks, schedule
 log = logging.getLogger("thunder_padvec")
 
 ONE_ROW_BLOCKS = 2  # one row per thread replaces several where it holds at least this many times the blocks per SM
+FULL_WAVES = 0.75  # a launch of more than one wave whose waves are less full than this on average ...
+WAVE_GAIN = 0.1  # ... takes twice the threads a row where that fills its waves this much more (_with_wider_teams)
 
 TORCH_DTYPES = {
     ir.DType.float64: torch.float64,
@@ -154,6 +157,50 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
                            f"{rows} rows a thread, {registers} registers, {blocks} blocks per SM")
 
 
+def _sms(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def waves(grid: int, blocks_per_sm: int, sms: int) -> float:
+    """The waves of a launch of ``grid`` blocks, ``blocks_per_sm`` on each of ``sms`` SMs."""
+    return grid / (blocks_per_sm * sms)
+
+
+def _fullness(launch_waves: float) -> float:
+    """How full a launch's waves are on average: 1.0 where it takes whole waves, 0.58 for 1.16 waves."""
+    return launch_waves / math.ceil(launch_waves)
+
+
+def _with_wider_teams(plan: vectorize.VectorPlan, build, wider: Callable[[], vectorize.VectorPlan], load,
+                      variant: LaunchParams, sms: int):
+    """``(plan, build, note)``: ``plan``, its build and "", or the plan again with twice the threads a row
+    (``vectorize.wider_teams``: twice the blocks for the same rows), its build (with the hints of
+    ``variant``, as ``_with_one_row``) and what was weighed, where ``plan``'s launch takes more than one
+    wave of the GPU's ``sms`` SMs but fills its waves less than ``FULL_WAVES`` on average (a last wave
+    mostly idle), its threads take one row each, and the wider teams fill theirs at least ``WAVE_GAIN``
+    more without spilling more. On the H200 (``benchmarks/results/2026-12-04-wider-teams/``), pythia-160m's
+    qkv forward at batch 2 (768 blocks, 5 per SM: 1.16 waves; teams of 4 threads) ran in 11.9-12.0 µs
+    with teams of 8 (2.33 waves) against 13.4-13.5; teams of 8 where the launch fits one wave were
+    slower (its batch 1, 0.58 waves, 8.3-8.5 µs against 8.0-8.1; its RoPE forward at batch 2, 0.73
+    waves, 8.2 against 7.5-7.6)."""
+    params, _, _, module = build
+    registers, local, blocks = module.resources(params.block)
+    before = waves(params.grid, blocks, sms)
+    if before <= 1 or _fullness(before) >= FULL_WAVES or any(seg.rows_per_thread > 1 for seg in plan.segments):
+        return plan, build, ""
+    wide = wider()
+    wide_params = replace(schedule(wide), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
+    if wide_params.grid <= params.grid:  # no team to widen
+        return plan, build, ""
+    other = load(wide, wide_params, codegen.device_source(codegen.render(wide, wide_params)))
+    other_registers, other_local, other_blocks = other[3].resources(other[0].block)
+    after = waves(other[0].grid, other_blocks, sms)
+    if _fullness(after) < _fullness(before) + WAVE_GAIN or other_local > local:
+        return plan, build, ""
+    return wide, other, (f"twice the threads a row: {other[0].grid} blocks, {other_blocks} per SM, {after:.2f} "
+                         f"waves; as planned, {params.grid} blocks, {blocks} per SM, {before:.2f} waves")
+
+
 def _distinct(items: list, key: Callable) -> list:
     """``items`` without those whose ``key`` an earlier one has (launch variants the kernel does not tell apart)."""
     seen, kept = set(), []
@@ -176,7 +223,7 @@ class Specialization:
     module: object
     pack: ArgPack
     choice: tune.Choice | None = None  # where launch variants were measured (or a decision read back)
-    replanned: str = ""  # where the kernel was planned again with one row a thread, what that weighed
+    replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         grid, pack = self.params.grid, self.pack
@@ -316,14 +363,17 @@ class PadvecFusion:
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
         strides = tuple(tuple(o.stride()) for o in outputs)
 
-        def planned(max_rows: int | None = None) -> vectorize.VectorPlan:
+        def planned(max_rows: int | None = None, team_scale: int = TUNING.team_scale) -> vectorize.VectorPlan:
             return vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
-                                  strides, TUNING.register_rows, max_rows)
+                                  strides, TUNING.register_rows, max_rows, team_scale)
 
         plan = planned()
         params = schedule(plan)
         if device.type == "cuda":
-            return self._specialize_cuda(plan, params, device, args, outputs, functools.partial(planned, 1))
+            # planned again once, whichever launch variants ask for it
+            return self._specialize_cuda(plan, params, device, args, outputs,
+                                         functools.cache(functools.partial(planned, 1)),
+                                         functools.cache(functools.partial(planned, 1, 2 * TUNING.team_scale)))
         from .runtime.host import HostModule
 
         source = codegen.host_source(codegen.render(plan, params))
@@ -335,10 +385,12 @@ class PadvecFusion:
         return Specialization(plan, params, source, path, device, module, ArgPack(len(args) + len(outputs)))
 
     def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs,
-                         one_row: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
+                         one_row: Callable[[], vectorize.VectorPlan] | None = None,
+                         wider: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
         """The kernel of ``params``; or, where padvec measures its launch variants (``runtime.tune``), the
         fastest of them on this call's tensors, or the one a decision kept on disk names. ``one_row``:
-        the plan again with one row per tiled thread (``_with_one_row``)."""
+        the plan again with one row per tiled thread (``_with_one_row``); ``wider``: with one row per
+        thread and twice the threads a row (``_with_wider_teams``)."""
         measured = TUNING.tune_hints and knobs.tune() and tune.may_time(device)
         options = _distinct([(name, p, codegen.device_source(codegen.render(plan, p)))
                              for name, p in (tune.variants(params) if measured else [(None, params)])],
@@ -353,12 +405,12 @@ class PadvecFusion:
         for name, variant, source in options:
             try:
                 built.append((name, self._build_cuda(plan, variant, source, device, len(args) + len(outputs),
-                                                     one_row=one_row)))
+                                                     one_row=one_row, wider=wider)))
             except PadvecError as err:
                 if not built:  # the default must build
                     raise
                 log.debug("%s: variant %s not built: %s", self.name, name, err)
-        built = _distinct(built, lambda b: b[1].source)  # variants planned again alike (one row a thread)
+        built = _distinct(built, lambda b: b[1].source)  # variants planned again alike
         if len(built) == 1:
             spec = built[0][1]
             if chosen is not None:
@@ -377,20 +429,29 @@ class PadvecFusion:
         return spec
 
     def _build_cuda(self, plan, params: LaunchParams, source: str, device: torch.device, arguments: int,
-                    one_row: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
-        """``source`` (of ``plan`` and ``params``) compiled and loaded (``_fitted_build``), and where it
-        keeps few blocks per SM with several rows per thread, planned again with one (``_with_one_row``)."""
+                    one_row: Callable[[], vectorize.VectorPlan] | None = None,
+                    wider: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
+        """``source`` (of ``plan`` and ``params``) compiled and loaded (``_fitted_build``); where it keeps
+        few blocks per SM with several rows per thread, planned again with one (``_with_one_row``); where
+        its last wave is mostly idle, planned again with twice the threads a row (``_with_wider_teams``)."""
         build = self._fitted_build(plan, params, source, device.index)
-        replanned = ""
+        load = functools.partial(self._fitted_build, device=device.index)
+        notes = []
         if one_row is not None and TUNING.one_row_fit and _few_blocks(build, device.index):
             try:
-                plan, build, replanned = _with_one_row(plan, build, one_row,
-                                                       functools.partial(self._fitted_build, device=device.index),
-                                                       params)
+                plan, build, note = _with_one_row(plan, build, one_row, load, params)
+                notes.append(note)
             except PadvecError as err:  # the first build stands
                 log.debug("%s: no build with one row per thread: %s", self.name, err)
+        if wider is not None and TUNING.wave_fit:
+            try:
+                plan, build, note = _with_wider_teams(plan, build, wider, load, params, _sms(device.index))
+                notes.append(note)
+            except PadvecError as err:  # the build so far stands
+                log.debug("%s: no build with wider teams: %s", self.name, err)
         params, source, path, module = build
-        return Specialization(plan, params, source, path, device, module, ArgPack(arguments), replanned=replanned)
+        return Specialization(plan, params, source, path, device, module, ArgPack(arguments),
+                              replanned="; ".join(filter(None, notes)))
 
     def _fitted_build(self, plan, params: LaunchParams, source: str, device: int):
         """``(params, source, path, module)``: ``source`` compiled and loaded, built again to fit where it

@@ -38,6 +38,8 @@ class Tuning:
     tune_hints: bool = True  # the first call on a GPU times keep_hints on and off and keeps the faster (runtime.tune)
     word_pairs: bool = True  # 16-bit lanes widened and stored two at a time as 32-bit words (codegen.render)
     one_row_fit: bool = True  # threads of a kernel of few blocks per SM take one row where that fits more (fusion)
+    wave_fit: bool = True  # a launch whose last wave is mostly idle takes twice the threads a row (fusion)
+    team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
 
 
 TUNING = Tuning()

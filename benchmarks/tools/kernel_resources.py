@@ -11,7 +11,8 @@ from the registers (in units of 256 a warp) and the SM's registers and threads; 
 takes knobs as ``explore.py`` does, ``--fusions`` limits them to the fusions named (``padvec1``: a fwd+bwd
 case's backward). "as built" is the default build; "first call" the build a GPU's first call keeps
 after the choices it makes from the registers (``fusion._fit_registers``, modelled here with
-``schedule.fit_blocks``; ``fusion._without_word_pairs``; ``fusion._with_one_row``), from ptxas's figures.
+``schedule.fit_blocks``; ``fusion._without_word_pairs``; ``fusion._with_one_row``;
+``fusion._with_wider_teams``, for ``--sms`` SMs), from ptxas's figures.
 The measured choice of the evict_last hints (``runtime.tune``) is not made here.
 """
 
@@ -90,16 +91,19 @@ def _fitted(plan, params, source: str, arch: str):
     return build
 
 
-def first_call(plan, params, arch: str):
+def first_call(plan, params, arch: str, sms: int):
     """``(plan, build)`` as ``PadvecFusion._build_cuda`` keeps them, from ptxas's figures."""
     build = _fitted(plan, params, codegen.device_source(codegen.render(plan, params)), arch)
-    if schedule.TUNING.one_row_fit and _few(build):
-        tuning = schedule.TUNING
+    tuning, load = schedule.TUNING, functools.partial(_fitted, arch=arch)
 
-        def one_row():
-            return vectorize.plan(plan.projection, plan.layouts, plan.output_alignments, tuning.max_row_bytes,
-                                  tuning.min_threads, plan.output_strides, tuning.register_rows, 1)
-        plan, build, _ = fusion._with_one_row(plan, build, one_row, functools.partial(_fitted, arch=arch), params)
+    def planned(team_scale: int):
+        return vectorize.plan(plan.projection, plan.layouts, plan.output_alignments, tuning.max_row_bytes,
+                              tuning.min_threads, plan.output_strides, tuning.register_rows, 1, team_scale)
+    if tuning.one_row_fit and _few(build):
+        plan, build, _ = fusion._with_one_row(plan, build, lambda: planned(tuning.team_scale), load, params)
+    if tuning.wave_fit:
+        plan, build, _ = fusion._with_wider_teams(plan, build, lambda: planned(2 * tuning.team_scale), load, params,
+                                                  sms)
     return plan, build
 
 
@@ -133,7 +137,7 @@ def main() -> None:
             scoped = _apply(args.set) if args.fusions and report.name in args.fusions else []
             try:
                 params = schedule.schedule(plan)  # as the fusion built it: under its knobs
-                kept_plan, (kept, _, _, kept_module) = first_call(plan, params, args.arch)
+                kept_plan, (kept, _, _, kept_module) = first_call(plan, params, args.arch, args.sms)
             finally:
                 _restore(scoped)
             for bounds in [0, *args.min_blocks]:
@@ -144,7 +148,9 @@ def main() -> None:
             print("   ", "; ".join(s.mapping for s in plan.segments))
             changes = [f"registers for {kept.min_blocks} blocks per SM"] if kept.min_blocks else []
             changes += [] if kept.word_pairs or not params.word_pairs else ["no word pairs"]
-            changes += ["one row a thread"] if kept_plan is not plan else []
+            before, after = ([(s.rows_per_thread, s.threads_per_row) for s in p.segments] for p in (plan, kept_plan))
+            changes += ["one row a thread"] if [r for r, _ in before] != [r for r, _ in after] else []
+            changes += ["twice the threads a row"] if [t for _, t in before] != [t for _, t in after] else []
             print(_line(case_id, report.name, f"first call ({', '.join(changes) or 'as built'})", kept, kept_module,
                         args.sms))
 

@@ -352,14 +352,33 @@ def exact_threads(kernel: ir.Kernel, segment: Segment, chunk: int) -> int:
 
 
 def share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int = 4,
-               min_threads: int = MIN_THREADS) -> tuple[int, tuple] | None:
+               min_threads: int = MIN_THREADS, team_scale: int = 1) -> tuple[int, tuple] | None:
     """``(threads_per_row, steps)``: the most threads, a power of two at least ``least``, that keep
     ``MIN_THREAD_USE`` of their slots busy in at most ``MAX_STEPS`` steps. Where those leave slots
     idle, ``exact_threads`` instead, if they are at least ``MIN_EXACT_THREADS`` and the launch keeps ``min_threads``
     threads with them. On the H200, Phi-3's rows of 96 in 6 threads rather than 8 with 6 busy: its
     qkv form 3-6% faster, forward and fwd+bwd, its RoPE fwd+bwd 1-2%, its RoPE forward -2% to +1%.
     phi-2's rows of 80 in 2 threads rather than 4 with 62.5% busy take 5 chunks a thread: its RoPE
-    fwd+bwd at batch 2 was 10% faster, but its qkv forward 9% slower."""
+    fwd+bwd at batch 2 was 10% faster, but its qkv forward 9% slower. ``team_scale``: a team of a power
+    of two threads taken that many times wider, as far as a warp (``wider_teams``)."""
+    sharing = _share_rows(kernel, segment, chunk, least, min_threads)
+    return sharing if sharing is None or team_scale == 1 else wider_teams(kernel, segment, chunk, sharing, team_scale)
+
+
+def wider_teams(kernel: ir.Kernel, segment: Segment, chunk: int, sharing: tuple[int, tuple],
+                team_scale: int) -> tuple[int, tuple]:
+    """``sharing`` (``(threads_per_row, steps)``) with ``team_scale`` times the threads a row, each taking
+    fewer of its chunks: twice the threads for the same rows. Teams of another count than a power of two
+    (``exact_threads``), and teams that would outgrow a warp, stay as they are."""
+    threads = sharing[0] * team_scale
+    if sharing[0] & (sharing[0] - 1) or threads > WARP:
+        return sharing
+    steps = row_steps(kernel, segment, chunk, threads)
+    return (threads, steps) if steps is not None and len(steps) <= MAX_STEPS else sharing
+
+
+def _share_rows(kernel: ir.Kernel, segment: Segment, chunk: int, least: int,
+                min_threads: int) -> tuple[int, tuple] | None:
     threads = WARP
     while threads >= least:
         steps = row_steps(kernel, segment, chunk, threads)
@@ -534,16 +553,17 @@ def _varies_along(node: ir.Node, site: Site, dim: int, rows: int, layout: Layout
 
 
 def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int,
-                 min_threads: int = MIN_THREADS) -> tuple[int, int, tuple | None]:
+                 min_threads: int = MIN_THREADS, team_scale: int = 1) -> tuple[int, int, tuple | None]:
     """``(lanes, chunk, sharing)`` of a segment: one vector, or (row mode) one row in chunks of a
-    vector, shared by threads as ``sharing = (threads_per_row, steps)`` says, or staged."""
+    vector, shared by threads as ``sharing = (threads_per_row, steps)`` says, or staged. ``team_scale``:
+    see ``share_rows``."""
     itemsizes = [kernel.node(s.output).type.dtype.itemsize for s in segment.stores]
     chunk = MAX_VECTOR_BYTES // min(itemsizes)
     shape = segment.shape
     row = shape[-1] if shape else 1
     if shape and chunk <= row and _resizes_rows(kernel, segment):
         chunk = min(chunk, pow2_factor(row))
-        sharing = share_rows(kernel, segment, chunk, min_threads=min_threads)
+        sharing = share_rows(kernel, segment, chunk, min_threads=min_threads, team_scale=team_scale)
         if sharing is not None:
             return row, chunk, sharing
         # Before staging, in small launches: narrower chunks whose edges meet the breakpoints (on the
@@ -551,13 +571,14 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int,
         # overlap; the seed's in float32, 4 M rows: 14% slower than staged)
         narrow = chunk // 2
         while narrow * min(itemsizes) >= MIN_TILED_CHUNK_BYTES:
-            sharing = share_rows(kernel, segment, narrow, min_threads=min_threads)
+            sharing = share_rows(kernel, segment, narrow, min_threads=min_threads, team_scale=team_scale)
             if sharing is not None and math.prod(shape[:-1]) * sharing[0] <= NARROW_MAX_THREADS:
                 return row, narrow, sharing
             narrow //= 2
         if row * max(itemsizes) <= max_row_bytes:
             return row, chunk, None
-        sharing = share_rows(kernel, segment, chunk, least=2, min_threads=min_threads)
+        sharing = share_rows(kernel, segment, chunk, least=2, min_threads=min_threads,
+                                 team_scale=team_scale)
         if sharing is not None:
             return row, chunk, sharing
     lanes = min(lane_capacity(shape), chunk)
@@ -711,11 +732,12 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
          max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS,
          output_strides: tuple[tuple[int, ...], ...] | None = None, register_rows: bool = True,
-         max_rows: int | None = None) -> VectorPlan:
+         max_rows: int | None = None, team_scale: int = 1) -> VectorPlan:
     """``output_strides``: where outputs are allocated in another order than row-major (their
     innermost dim stays innermost), the strides the kernel stores at. ``register_rows``: stage rows
     in registers where the chunks allow it (else always in shared memory). ``max_rows``: rows per
-    tiled thread, at most (``rows_per_thread``)."""
+    tiled thread, at most (``rows_per_thread``). ``team_scale``: threads sharing a row, that many times
+    the planned count (``wider_teams``)."""
     kernel = projection.kernel
     shell = VectorPlan(projection, tuple(layouts), tuple(output_alignments), (), (),
                        tuple(map(tuple, output_strides)) if output_strides else None)
@@ -726,7 +748,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
     by_input.update(views)
     segment_plans = []
     for segment in projection.segments:
-        lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes, min_threads)
+        lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes, min_threads, team_scale)
         outputs = [kernel.node(s.output) for s in segment.stores]
         widths = [width_of(kernel.node(s.node), s.frontier, chunk, by_input.get(s.node)) for s in segment.sites]
         store_widths = tuple(width_of(node, store.frontier, chunk, shell.output_layout(store.output_index))

@@ -2,7 +2,8 @@
 
     python -m thunder_padvec.bench.report run.json [more.json ...] [--out benchmarks/results]
 
-takes pytest-benchmark JSON files (``pytest benchmarks/ --benchmark-only --benchmark-json=run.json``) and
+takes pytest-benchmark JSON files (``pytest benchmarks/ --benchmark-only --benchmark-json=run.json``; where
+several measured a case, the last one's rows of it, which the table says) and
 
 writes ``<date>-<gpu>.json`` (a list of records), ``<date>-<gpu>.md`` (the table) and
 ``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked).
@@ -45,6 +46,32 @@ def records(run: dict) -> list[dict]:
     return with_speedups(rows)
 
 
+def _bench_case(bench: dict) -> tuple | None:
+    info = bench.get("extra_info") or {}
+    return (info["config"], info["form"], info.get("pass_", "fwd"), info["dtype"]) if "median_ms" in info else None
+
+
+def merged(runs: list[dict]) -> tuple[dict, dict[int, int]]:
+    """``(run, replaced)``: the runs as one, where a case measured in several runs keeps the benchmarks
+    of the last one (every executor of a case from one run, side by side); ``replaced``: how many cases
+    each later run measured again, by its index."""
+    owner = {}
+    for i, run in enumerate(runs):
+        for bench in run["benchmarks"]:
+            case = _bench_case(bench)
+            if case is not None:
+                owner[case] = i
+    benchmarks, replaced = [], defaultdict(set)
+    for i, run in enumerate(runs):
+        for bench in run["benchmarks"]:
+            case = _bench_case(bench)
+            if case is None or owner[case] == i:
+                benchmarks.append(bench)
+            else:
+                replaced[owner[case]].add(case)
+    return {**runs[0], "benchmarks": benchmarks}, {i: len(cases) for i, cases in sorted(replaced.items())}
+
+
 def with_speedups(rows: list[dict]) -> list[dict]:
     """Sets each record's ``speedup_vs_compile``: torch.compile's time on the same case over its own."""
     compile_ms = {_case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
@@ -58,7 +85,7 @@ def _case(r: dict) -> tuple:
     return r["config"], r["form"], r["pass"], r["dtype"]
 
 
-def markdown(rows: list[dict], title: str) -> str:
+def markdown(rows: list[dict], title: str, notes: tuple[str, ...] = ()) -> str:
     by_case = defaultdict(dict)
     for r in rows:
         by_case[_case(r)][r["executor"]] = r
@@ -68,7 +95,8 @@ def markdown(rows: list[dict], title: str) -> str:
     passes = any(r.get("pass_copy_ms") for r in rows)
     if passes:
         head.append("per-pass copies µs (padvec %)")
-    lines = [f"### {title}", "", NOTE, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"### {title}", "", NOTE, "", *(f"{note}\n" for note in notes),
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for case, found in by_case.items():
         copy = found.get("copy")
         cells = list(case) + [f"{copy['gbps'] / 1000:.2f}" if copy else "-"]
@@ -127,13 +155,14 @@ def _host_figure(h: dict) -> str:
     return text
 
 
-def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) -> str:
-    """Writes the results files of one run into ``out``; returns the markdown."""
+def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path, notes: tuple[str, ...] = ()) -> str:
+    """Writes the results files of one run into ``out``; returns the markdown (``notes``: lines above
+    the table)."""
     stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     title = f"RoPE suite, {gpu}, {date}"
-    text = markdown(rows, title) if rows else ""
+    text = markdown(rows, title, notes) if rows else ""
     host_file = out / f"{stem}-host.json"
     earlier = not host and host_file.exists()
     if earlier:  # this run measured no host path: the day's earlier one is kept and shown
@@ -150,14 +179,18 @@ def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path) ->
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m thunder_padvec.bench.report")
-    parser.add_argument("runs", nargs="+", help="pytest-benchmark JSON files of one session")
+    parser.add_argument("runs", nargs="+",
+                        help="pytest-benchmark JSON files of one session; a case measured in several shows the last")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     runs = [json.loads(Path(p).read_text()) for p in args.runs]
-    run = {**runs[0], "benchmarks": [b for r in runs for b in r["benchmarks"]]}
+    run, replaced = merged(runs)
+    notes = tuple(f"{n} case(s) measured again in a later run, `{Path(args.runs[i]).name}` "
+                  f"({runs[i].get('datetime', '')[:16] or 'undated'}): its rows are shown."
+                  for i, n in replaced.items())
     gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
-    date = run.get("datetime", "")[:10] or "undated"
-    print(write(records(run), host_records(run), gpu, date, Path(args.out)))
+    date = max((r.get("datetime", "")[:10] for r in runs), default="") or "undated"
+    print(write(records(run), host_records(run), gpu, date, Path(args.out), notes))
 
 
 def _gpu_name(run: dict) -> str:

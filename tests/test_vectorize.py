@@ -27,6 +27,20 @@ def _report(jitted):
     return report
 
 
+def _roped(generator, shape, n):
+    """``(report, segment)`` of LitGPT's RoPE of ``n`` features through padvec, on random bf16 x of ``shape``
+    and cos and sin of ``(shape[-2], n)``: its output checked against eager's, its one segment."""
+    from thunder_padvec.examples import litgpt_rope
+
+    x = randn(*shape, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(shape[-2], n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    return report, seg
+
+
 def _store_widths(report):
     """Widths of the global writes of the outputs: stores, or the copies of staged rows."""
     return [a.width for a in report.accesses if a.role == "output"]
@@ -311,17 +325,11 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
     of its slabs' chunks takes the row, every thread busy at every step, if it is at least 4 and the
     launch keeps ``min_threads`` threads. A team of 6 does not divide a block of 256: its last 4 threads sit out,
     and every element is still written once (outputs poisoned with NaN)."""
-    from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
     monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
     monkeypatch.setattr(vectorize_plan, "LANE_RELOADS", False)  # one team taking a row's steps in turn
-    x = randn(1, 8, 37, hs, dtype=torch.bfloat16, generator=generator)  # 296 rows: blocks of 42 rows of 6
-    cos, sin = (randn(37, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, n)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, n))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
+    report, seg = _roped(generator, (1, 8, 37, hs), n)  # 296 rows: blocks of 42 rows of 6
     assert (seg.threads_per_row, seg.steps, seg.rows_per_thread) == (threads, steps, rows), str(report)
     assert ("threadIdx.x < 252u" in report.kernel_source) == (threads == 6)
 
@@ -373,17 +381,11 @@ def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, gene
     of 4 heads): block b computes tile (b % planes) * per_plane + b / planes. Where a block's 32 rows
     would straddle two planes (48 positions), the tiles keep their order. Every element is written."""
     from thunder_padvec import schedule
-    from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
     monkeypatch.setattr(schedule.TUNING, "plane_order", True)
     monkeypatch.setattr(vectorize_plan, "LANE_STEPS", False)  # a team of 8 a row, 32 rows a block
-    x = randn(2, 8, seq, 128, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(seq, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
+    report, seg = _roped(generator, (2, 8, seq, 128), 128)
     assert (seg.threads_per_row, seg.row_dim, seg.rows_per_thread, seg.tile_rows) == (8, 1, 4, 32), str(report)
     if planes is None:
         assert "tile_index = (block - 0u);" in report.kernel_source
@@ -560,15 +562,9 @@ def test_small_launches_split_short_slabs_into_narrower_chunks(emulated, generat
                                                                mapping):
     """pythia's rows (64 features, halves of 8): 8-lane chunks leave too many threads idle, so a small
     launch shares rows in 4-lane chunks whose edges meet the halves; a large one stages its rows."""
-    from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(vectorize_plan, "NARROW_MAX_THREADS", narrow_max_threads)
-    x = randn(2, 3, 8, 64, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 16)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
+    report, seg = _roped(generator, (2, 3, 8, 64), 16)
     assert seg.mapping.endswith(mapping)
     if seg.staged:  # two warps split each row: the block's tile is shared, so the block waits
         assert "__syncthreads()" in report.kernel_source and "__syncwarp()" not in report.kernel_source
@@ -586,15 +582,9 @@ def test_wider_teams_share_a_row_among_more_threads(emulated, generator, monkeyp
     as a launch whose last wave is mostly idle is planned again (``fusion._with_wider_teams``): the same
     chunks, fewer a thread, and every element written once (outputs poisoned) and equal to eager's. A
     team wider than a warp stays as planned, and so does a team of 6 (``exact_threads``)."""
-    from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "team_scale", team_scale)
-    x = randn(2, 3, 8, 64, dtype=torch.bfloat16, generator=generator)
-    cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 16)
-    assert torch.equal(out, litgpt_rope(x, cos, sin, 16))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
+    report, seg = _roped(generator, (2, 3, 8, 64), 16)
     assert seg.mapping.endswith(mapping), seg.mapping
     assert (seg.groups, seg.rows_per_thread, seg.lane_steps) == (2 * 3 * 8, 1, 1)  # a team a row, in turn
     assert report.launch.segments[0].groups == 2 * 3 * 8  # teams launched: their threads take the row's chunks

@@ -465,6 +465,8 @@ def _teams_of_four(generator):
     (24, 1, 1, 0, False),  # one whole wave
     (30, 1, 1, 0, False),  # less than one wave: every block runs at once
     (14, 1, 1, 0, False),  # 1.71 waves: 0.86 full already
+    (20, 0, 1, 0, False),  # no occupancy figure
+    (20, 1, 0, 0, False),  # ... of the wider build
 ])
 def test_a_launch_whose_last_wave_is_mostly_idle_takes_teams_twice_as_wide(emulated, generator, sms, blocks,
                                                                            wide_blocks, wide_local, kept):
@@ -487,7 +489,7 @@ def test_a_launch_whose_last_wave_is_mostly_idle_takes_teams_twice_as_wide(emula
     variant = replace(spec.params, keep_hints=False)
     build = (variant, spec.source, None, _FakeModule(blocks))
     plan, chosen, note = fusion._with_wider_teams(spec.plan, build, wider, load, variant, sms)
-    before = 24 / (blocks * sms)
+    before = 24 / (blocks * sms) if blocks else 0
     if before <= 1 or before / -(-before // 1) >= fusion.FULL_WAVES:
         assert not loads and (plan, chosen, note) == (spec.plan, build, "")
         return

@@ -185,6 +185,8 @@ def _with_wider_teams(plan: vectorize.VectorPlan, build, wider: Callable[[], vec
     waves, 8.2 against 7.5-7.6)."""
     params, _, _, module = build
     registers, local, blocks = module.resources(params.block)
+    if not blocks or not sms:  # no occupancy figure to weigh
+        return plan, build, ""
     before = waves(params.grid, blocks, sms)
     if before <= 1 or _fullness(before) >= FULL_WAVES or any(seg.rows_per_thread > 1 for seg in plan.segments):
         return plan, build, ""
@@ -194,6 +196,8 @@ def _with_wider_teams(plan: vectorize.VectorPlan, build, wider: Callable[[], vec
         return plan, build, ""
     other = load(wide, wide_params, codegen.device_source(codegen.render(wide, wide_params)))
     other_registers, other_local, other_blocks = other[3].resources(other[0].block)
+    if not other_blocks:
+        return plan, build, ""
     after = waves(other[0].grid, other_blocks, sms)
     if _fullness(after) < _fullness(before) + WAVE_GAIN or other_local > local:
         return plan, build, ""

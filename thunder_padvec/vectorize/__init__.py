@@ -16,6 +16,7 @@ from .plan import (
     contiguous_strides,
     plan,
     width_of,
+    wider_teams,
 )
 from .projection import (
     Box,
@@ -33,6 +34,6 @@ from .segments import project
 
 __all__ = [
     "MAX_ROW_BYTES", "MAX_VECTOR_BYTES", "Layout", "SegmentPlan", "Staging", "VectorPlan", "choose_lanes",
-    "contiguous_strides", "plan", "width_of", "Box", "Frontier", "IndexMap", "Projection", "Segment", "Site",
-    "Store", "inner_run", "lane_capacity", "merge_frontiers", "project",
+    "contiguous_strides", "plan", "width_of", "wider_teams", "Box", "Frontier", "IndexMap", "Projection", "Segment",
+    "Site", "Store", "inner_run", "lane_capacity", "merge_frontiers", "project",
 ]

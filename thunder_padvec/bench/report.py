@@ -53,22 +53,29 @@ def _bench_case(bench: dict) -> tuple | None:
 
 def merged(runs: list[dict]) -> tuple[dict, dict[int, int]]:
     """``(run, replaced)``: the runs as one, where a case measured in several runs keeps the benchmarks
-    of the last one (every executor of a case from one run, side by side); ``replaced``: how many cases
-    each later run measured again, by its index."""
+    of the last one (every executor of a case from one run, side by side), in the place of its first
+    appearance; ``replaced``: how many cases each later run measured again, by its index."""
     owner = {}
     for i, run in enumerate(runs):
         for bench in run["benchmarks"]:
             case = _bench_case(bench)
             if case is not None:
                 owner[case] = i
-    benchmarks, replaced = [], defaultdict(set)
+    slots, places, replaced = {}, [], defaultdict(set)  # places: lists of benchmarks, in order
     for i, run in enumerate(runs):
         for bench in run["benchmarks"]:
             case = _bench_case(bench)
-            if case is None or owner[case] == i:
-                benchmarks.append(bench)
+            if case is None:
+                places.append([bench])
+                continue
+            if case not in slots:
+                slots[case] = len(places)
+                places.append([])
+            if owner[case] == i:
+                places[slots[case]].append(bench)
             else:
                 replaced[owner[case]].add(case)
+    benchmarks = [bench for place in places for bench in place]
     return {**runs[0], "benchmarks": benchmarks}, {i: len(cases) for i, cases in sorted(replaced.items())}
 
 

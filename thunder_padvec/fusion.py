@@ -130,6 +130,19 @@ def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
     return other if other_blocks >= blocks and other_local <= local else build
 
 
+def _replanned_launch(plan: vectorize.VectorPlan, variant: LaunchParams) -> LaunchParams:
+    """The launch of a plan made again, with the hints of ``variant`` carried over, not what the fit of the
+    first plan's registers made of them (its __launch_bounds__; its word pairs, which the new build weighs
+    again for itself)."""
+    return replace(schedule(plan), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
+
+
+def _load_plan(plan: vectorize.VectorPlan, params: LaunchParams, load):
+    """``(build, (registers, local bytes, blocks per SM))``: ``plan`` under ``params``, built by ``load``."""
+    build = load(plan, params, codegen.device_source(codegen.render(plan, params)))
+    return build, build[3].resources(build[0].block)
+
+
 def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vectorize.VectorPlan], load,
                   variant: LaunchParams):
     """``(plan, build, note)``: ``plan``, its build and "", or the plan again with one row per tiled thread,
@@ -145,12 +158,8 @@ def _with_one_row(plan: vectorize.VectorPlan, build, one_row: Callable[[], vecto
         return plan, build, ""
     params, _, _, module = build
     single = one_row()
-    # the variant's hints carried over, not what the fit of the other plan's registers made of them
-    # (its __launch_bounds__; its word pairs, which the one-row build weighs again for itself)
-    single_params = replace(schedule(single), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
-    other = load(single, single_params, codegen.device_source(codegen.render(single, single_params)))
+    other, (other_registers, other_local, other_blocks) = _load_plan(single, _replanned_launch(single, variant), load)
     registers, local, blocks = module.resources(params.block)
-    other_registers, other_local, other_blocks = other[3].resources(other[0].block)
     if other_blocks < ONE_ROW_BLOCKS * blocks or other_local > local:
         return plan, build, ""
     return single, other, (f"one row a thread: {other_registers} registers, {other_blocks} blocks per SM; with "
@@ -184,18 +193,17 @@ def _with_wider_teams(plan: vectorize.VectorPlan, build, wider: Callable[[], vec
     slower (its batch 1, 0.58 waves, 8.3-8.5 µs against 8.0-8.1; its RoPE forward at batch 2, 0.73
     waves, 8.2 against 7.5-7.6)."""
     params, _, _, module = build
-    registers, local, blocks = module.resources(params.block)
+    _, local, blocks = module.resources(params.block)
     if not blocks or not sms:  # no occupancy figure to weigh
         return plan, build, ""
     before = waves(params.grid, blocks, sms)
     if before <= 1 or _fullness(before) >= FULL_WAVES or any(seg.rows_per_thread > 1 for seg in plan.segments):
         return plan, build, ""
     wide = wider()
-    wide_params = replace(schedule(wide), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
+    wide_params = _replanned_launch(wide, variant)
     if wide_params.grid <= params.grid:  # no team to widen
         return plan, build, ""
-    other = load(wide, wide_params, codegen.device_source(codegen.render(wide, wide_params)))
-    other_registers, other_local, other_blocks = other[3].resources(other[0].block)
+    other, (_, other_local, other_blocks) = _load_plan(wide, wide_params, load)
     if not other_blocks:
         return plan, build, ""
     after = waves(other[0].grid, other_blocks, sms)

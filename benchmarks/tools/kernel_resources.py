@@ -148,9 +148,10 @@ def main() -> None:
             print("   ", "; ".join(s.mapping for s in plan.segments))
             changes = [f"registers for {kept.min_blocks} blocks per SM"] if kept.min_blocks else []
             changes += [] if kept.word_pairs or not params.word_pairs else ["no word pairs"]
-            before, after = ([(s.rows_per_thread, s.threads_per_row) for s in p.segments] for p in (plan, kept_plan))
-            changes += ["one row a thread"] if [r for r, _ in before] != [r for r, _ in after] else []
-            changes += ["twice the threads a row"] if [t for _, t in before] != [t for _, t in after] else []
+            for field, change in (("rows_per_thread", "one row a thread"),
+                                  ("threads_per_row", "twice the threads a row")):
+                changes += [change] if [getattr(s, field) for s in plan.segments] != [
+                    getattr(s, field) for s in kept_plan.segments] else []
             print(_line(case_id, report.name, f"first call ({', '.join(changes) or 'as built'})", kept, kept_module,
                         args.sms))
 

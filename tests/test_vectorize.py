@@ -503,16 +503,20 @@ def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, gene
     assert source.count("args.in1 +") == 2 and source.count("args.in2 +") == 2  # cos and sin per step
 
 
-@pytest.mark.parametrize("groups", [1, 2, 8])
-def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(emulated, generator, monkeypatch, groups):
+@pytest.mark.parametrize("groups, sharing", [(1, None), (2, None), (8, None), (8, 0.6)])
+def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(
+        emulated, generator, monkeypatch, groups, sharing):
     """The qkv form with grouped queries: a thread's rows are heads of one query group, so the
-    expanded key and value rows they read are loaded once for all of them."""
+    expanded key and value rows they read are loaded once for all of them. Without grouping, 4 heads
+    cut a row's loads from 8 vectors to 5 (cos and sin shared): taken at ``ROW_SHARING`` 0.7, not at 0.6."""
     import functools
 
     from thunder_padvec import schedule
     from thunder_padvec.examples import qkv_split_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    if sharing is not None:
+        monkeypatch.setattr(vectorize_plan, "ROW_SHARING", sharing)
     nh, hs, T = 8, 128, 3
     qkv = randn(2, T, (nh + 2 * groups) * hs, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(T, hs, dtype=torch.bfloat16, generator=generator) for _ in range(2))
@@ -524,8 +528,8 @@ def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(emulate
     (seg,) = report.plan.segments
     # hoisted loads, plain or kept in the L2 (the shared keys of these small tensors)
     loads = [line for line in report.kernel_source.splitlines() if re.search(r"padvec_load(_keep)?<8>\(g", line)]
-    if groups == 8:  # no group shares keys: q's and k's loads per row are 2 + 2 + 4 for cos and sin, and
-        # 4 rows would cut them to 5 per row only (more than ROW_SHARING of 8): one row per thread
+    if sharing == 0.6:  # no group shares keys: q's and k's loads per row are 2 + 2 + 4 for cos and sin, and
+        # 4 rows cut them to 5 per row only (more than 0.6 of 8): one row per thread
         assert (seg.threads_per_row, seg.row_dim, seg.rows_per_thread) == (8, None, 1), str(report)
         assert len([x for x in loads if "args.in0" in x]) == 2 + 2, "\n".join(loads)
         return
@@ -649,6 +653,29 @@ ROW_PIECE_CASES = [
     ("llama-full", 64, 64, [(0, 64)]),  # both halves read each other's x: one piece
     ("rotated-16-bytes", 32, 8, [(0, 32)]),  # the seed's: a rotated piece of 16 bytes is below the minimum
 ]
+
+
+@pytest.mark.parametrize("sharing, rows", [(None, 2), (0.6, 1)])
+def test_the_rotated_piece_of_partial_rotary_takes_two_heads_per_thread(emulated, generator, monkeypatch,
+                                                                       sharing, rows):
+    """phi-2's rotated piece loads x, cos and sin at its 4 columns of a row (6 vectors); 2 heads per
+    thread share cos and sin, 8 vectors for 2 rows: 67% of a row's loads, within ``ROW_SHARING`` (0.7),
+    so the piece takes 2 heads (a launch floor that allows 2, not 4); at 0.6 one. The piece passed
+    through loads nothing broadcast: one head. Every element is written once and equals eager."""
+    from thunder_padvec.examples import litgpt_rope
+
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", True)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 500)  # 296 rows: 148 pairs of 4 threads, not 74
+    if sharing is not None:
+        monkeypatch.setattr(vectorize_plan, "ROW_SHARING", sharing)
+    x = randn(2, 4, 37, 80, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(37, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 32)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 32))
+    report = _report(jitted)
+    rotated, passed = report.plan.segments
+    assert (rotated.row_dim, rotated.rows_per_thread) == ((1, rows) if rows > 1 else (None, 1)), str(report)
+    assert passed.rows_per_thread == 1, str(report)
 
 
 def test_a_plain_cat_of_rows_stays_one_segment(emulated, generator):

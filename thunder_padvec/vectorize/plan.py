@@ -30,9 +30,10 @@ and only where they cut a row's share of the loads held in registers (``hoisted_
 heads per thread, the qkv form (q and k: 8 vectors a row, 5 with 4 heads) 4 as well, phi-2's rotated piece
 (x, cos and sin at 4 columns: 4 vectors a row with 2 heads, against 6) 2; rows whose shared loads save
 less (phi-2's whole row: 12 vectors for 2 rows against 8 for one; the grouped-query backward's key rows)
-take one, as the registers of several rows cost more warps than the shared loads save. Where the compiled kernel then keeps few
-blocks per SM, the fusion plans it again with one row per thread (``max_rows``) and keeps that build
-where it holds at least twice the blocks (``fusion._with_one_row``: LitGPT's backward kernels).
+take one, as the registers of several rows cost more warps than the shared loads save. Where the
+compiled kernel then keeps few blocks per SM, the fusion plans it again with one row per thread
+(``max_rows``) and keeps that build where it holds at least twice the blocks (``fusion._with_one_row``:
+LitGPT's backward kernels).
 
 Steps side by side. Where a tiled row's steps are all whole (the threads of the team busy at each)
 and every load of a step is some step's own chunk of the input (a RoPE: x at the lane's column and

@@ -11,6 +11,7 @@ a fixed seed and budget, and with a larger budget on the GPU.
 from __future__ import annotations
 
 import pytest
+import thunder
 import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
@@ -204,3 +205,66 @@ def test_rows_in_pieces_match_eager(emulated, spec):
             assert [a for a, _ in spans] == [0] + [a + w for a, w in spans[:-1]], spans
             assert spans[-1][0] + spans[-1][1] == spec["hs"], spans
             assert all(a * itemsize % 16 == 0 and w * itemsize >= segments.MIN_ROW_PIECE_BYTES for a, w in spans)
+
+
+@st.composite
+def prologues(draw):
+    """LitGPT's RoPE at random sizes: the RoPE form on ``[B, n_head, T, hs]`` or the qkv-split form with
+    ``groups`` query groups, full or partial rotary, under the launch floor or with it lifted (threads
+    then take several heads), teams up to twice as wide."""
+    n_head = draw(st.sampled_from([1, 2, 3, 4, 6, 8]))
+    hs = draw(st.sampled_from([8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 256]))
+    return dict(form=draw(st.sampled_from(["rope", "qkv"])), batch=draw(st.integers(1, 2)), n_head=n_head,
+                groups=draw(st.sampled_from([g for g in range(1, n_head + 1) if n_head % g == 0])), hs=hs,
+                n=draw(st.sampled_from(sorted({hs, hs // 2 + hs // 2 % 2, 8, 16, 32}))), t=draw(st.integers(1, 9)),
+                dtype=draw(st.sampled_from(DTYPES)), share=draw(st.booleans()), teams=draw(st.sampled_from([1, 2])))
+
+
+def _grads(fn, x, cos, sin, cotangents):
+    x = x.detach().requires_grad_(True)
+    outs = fn(x, cos, sin)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    torch.autograd.backward(outs, cotangents)
+    return outs, x.grad
+
+
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_PROLOGUES", 20)), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(spec=prologues())
+def test_rope_prologues_forward_and_backward_match_eager(emulated, spec):
+    """The forward's outputs equal eager's bit for bit; x's gradient is within twice eager's error of a
+    float64 reference (both passes run padvec kernels)."""
+    import functools
+
+    from thunder_padvec import explain, padvec
+    from thunder_padvec.examples import litgpt_rope, qkv_split_rope
+
+    n, hs, t = min(spec["n"], spec["hs"]), spec["hs"], spec["t"]
+    generator = torch.Generator().manual_seed(hs * 7919 + n * 31 + t)
+    if spec["form"] == "rope":
+        fn = functools.partial(litgpt_rope, rope_n_elem=n)
+        shape = (spec["batch"], spec["n_head"], t, hs)
+    else:
+        fn = functools.partial(qkv_split_rope, n_head=spec["n_head"], n_query_groups=spec["groups"], head_size=hs,
+                               rope_n_elem=n)
+        shape = (spec["batch"], t, (spec["n_head"] + 2 * spec["groups"]) * hs)
+    x, cos, sin = (torch.randn(*s, generator=generator).to(spec["dtype"]) for s in (shape, (t, n), (t, n)))
+    eager_outs = fn(x, cos, sin)
+    eager_outs = eager_outs if isinstance(eager_outs, tuple) else (eager_outs,)
+    cotangents = [torch.randn(*o.shape, generator=generator).to(o.dtype) for o in eager_outs]
+    saved = schedule.TUNING.min_threads, schedule.TUNING.team_scale
+    schedule.TUNING.min_threads = 0 if spec["share"] else saved[0]
+    schedule.TUNING.team_scale = spec["teams"]
+    try:
+        jitted = thunder.jit(fn, executors=[padvec])
+        outs, grad = _grads(jitted, x, cos, sin, cotangents)
+    finally:
+        schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
+    eager_outs, eager_grad = _grads(fn, x, cos, sin, cotangents)
+    _, exact_grad = _grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
+    for out, want in zip(outs, eager_outs):
+        assert out.shape == want.shape and torch.equal(out, want)
+    padvec_error = (grad.double() - exact_grad).abs().max().item()
+    eager_error = (eager_grad.double() - exact_grad).abs().max().item()
+    assert padvec_error <= 2 * eager_error + 1e-6, (padvec_error, eager_error)
+    assert {r.trace for r in explain(jitted)} == {"forward", "backward"}

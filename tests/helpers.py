@@ -51,3 +51,12 @@ def ulp_distance_bf16(a: torch.Tensor, b: torch.Tensor) -> int:
     ia = torch.where(ia < 0, -32768 - ia, ia)
     ib = torch.where(ib < 0, -32768 - ib, ib)
     return int((ia - ib).abs().max()) if a.numel() else 0
+
+
+def grads(fn, x, cos, sin, cotangents):
+    """``(outputs, x's gradient)`` of ``fn(x, cos, sin)`` for ``cotangents``, through autograd."""
+    x = x.detach().requires_grad_(True)
+    outs = fn(x, cos, sin)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    torch.autograd.backward(outs, cotangents)
+    return outs, x.grad

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import jit_and_run
+from helpers import grads, jit_and_run
 from thunder_padvec import schedule
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -220,14 +220,6 @@ def prologues(draw):
                 dtype=draw(st.sampled_from(DTYPES)), share=draw(st.booleans()), teams=draw(st.sampled_from([1, 2])))
 
 
-def _grads(fn, x, cos, sin, cotangents):
-    x = x.detach().requires_grad_(True)
-    outs = fn(x, cos, sin)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    torch.autograd.backward(outs, cotangents)
-    return outs, x.grad
-
-
 @settings(max_examples=int(__import__("os").environ.get("PADVEC_PROLOGUES", 20)), deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(spec=prologues())
@@ -257,11 +249,11 @@ def test_rope_prologues_forward_and_backward_match_eager(emulated, spec):
     schedule.TUNING.team_scale = spec["teams"]
     try:
         jitted = thunder.jit(fn, executors=[padvec])
-        outs, grad = _grads(jitted, x, cos, sin, cotangents)
+        outs, grad = grads(jitted, x, cos, sin, cotangents)
     finally:
         schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
-    eager_outs, eager_grad = _grads(fn, x, cos, sin, cotangents)
-    _, exact_grad = _grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
+    eager_outs, eager_grad = grads(fn, x, cos, sin, cotangents)
+    _, exact_grad = grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
     for out, want in zip(outs, eager_outs):
         assert out.shape == want.shape and torch.equal(out, want)
     padvec_error = (grad.double() - exact_grad).abs().max().item()

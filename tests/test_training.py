@@ -14,7 +14,7 @@ import thunder
 import torch
 import torch.nn.functional as F
 
-from helpers import randn
+from helpers import grads, randn
 from thunder_padvec import explain, padvec
 from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
 
@@ -26,14 +26,6 @@ GRAD_CASES = [
     ("qkv-gqa", qkv_split_rope, (2, 8, (4 + 2 * 2) * 32), 32, dict(n_head=4, n_query_groups=2, head_size=32)),
     ("qkv-gqa4", qkv_split_rope, (1, 8, (8 + 2 * 2) * 32), 32, dict(n_head=8, n_query_groups=2, head_size=32)),
 ]
-
-
-def _grads(fn, x, cos, sin, cotangents):
-    x = x.detach().requires_grad_(True)
-    outs = fn(x, cos, sin)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    torch.autograd.backward(outs, cotangents)
-    return outs, x.grad
 
 
 def _check_gradients(case, device, dtype, generator):
@@ -48,9 +40,9 @@ def _check_gradients(case, device, dtype, generator):
     cotangents = [randn(*o.shape, dtype=dtype, device=device, generator=generator) for o in reference_outs]
 
     jitted = thunder.jit(fn, executors=[padvec])
-    outs, grad = _grads(jitted, x, cos, sin, cotangents)
-    eager_outs, eager_grad = _grads(fn, x, cos, sin, cotangents)
-    _, exact_grad = _grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
+    outs, grad = grads(jitted, x, cos, sin, cotangents)
+    eager_outs, eager_grad = grads(fn, x, cos, sin, cotangents)
+    _, exact_grad = grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
     for out, want in zip(outs, eager_outs):
         assert torch.equal(out, want)
     padvec_error = (grad.double() - exact_grad).abs().max().item()
@@ -99,7 +91,7 @@ def test_float_twins_and_word_pairs_leave_the_gradients_bit_for_bit(emulated, ge
         monkeypatch.setattr(render, "FLOAT_TWINS", lean)
         monkeypatch.setattr(schedule.TUNING, "word_pairs", lean)
         jitted = thunder.jit(fn, executors=[padvec])
-        results.append(_grads(jitted, x, cos, sin, cotangents))
+        results.append(grads(jitted, x, cos, sin, cotangents))
         sources.append({r.trace: r.source for r in explain(jitted)})
     (outs, grad), (plain_outs, plain_grad) = results
     assert all(torch.equal(a, b) for a, b in zip(outs, plain_outs))

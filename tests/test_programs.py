@@ -10,6 +10,8 @@ a fixed seed and budget, and with a larger budget on the GPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import thunder
 import torch
@@ -122,21 +124,28 @@ def _program(spec):
     return fn
 
 
+@contextlib.contextmanager
+def _drawn_knobs(spec):
+    """The knobs a spec draws, for its run: "share" lifts the launch-size floor so that threads also take
+    several rows at these small sizes; "teams": threads sharing a row, that many times the planned count
+    (``fusion._with_wider_teams``)."""
+    saved = schedule.TUNING.min_threads, schedule.TUNING.team_scale
+    schedule.TUNING.min_threads = 0 if spec["share"] else saved[0]
+    schedule.TUNING.team_scale = spec["teams"]
+    try:
+        yield
+    finally:
+        schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
+
+
 def _check(spec, device):
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
     a = _input(spec["shape"], spec["dtype"], spec["layout"], generator, device)
     b = _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
     row = _input(spec["shape"][-1:], spec["dtype"], "contiguous", generator, device)
     fn = _program(spec)
-    # "share": lift the launch-size floor so that threads also take several rows at these small sizes;
-    # "teams": threads sharing a row, that many times the planned count (fusion._with_wider_teams)
-    saved = schedule.TUNING.min_threads, schedule.TUNING.team_scale
-    schedule.TUNING.min_threads = 0 if spec["share"] else saved[0]
-    schedule.TUNING.team_scale = spec["teams"]
-    try:
+    with _drawn_knobs(spec):
         _, outs, _ = jit_and_run(fn, a, b, row)
-    finally:
-        schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
     for got, want in zip(outs, fn(a, b, row)):
         assert got.shape == want.shape and got.dtype == want.dtype
         # sin and tanh come from the host's libm here and PyTorch's own code in eager: the last bits may differ.
@@ -244,14 +253,9 @@ def test_rope_prologues_forward_and_backward_match_eager(emulated, spec):
     eager_outs = fn(x, cos, sin)
     eager_outs = eager_outs if isinstance(eager_outs, tuple) else (eager_outs,)
     cotangents = [torch.randn(*o.shape, generator=generator).to(o.dtype) for o in eager_outs]
-    saved = schedule.TUNING.min_threads, schedule.TUNING.team_scale
-    schedule.TUNING.min_threads = 0 if spec["share"] else saved[0]
-    schedule.TUNING.team_scale = spec["teams"]
-    try:
+    with _drawn_knobs(spec):
         jitted = thunder.jit(fn, executors=[padvec])
         outs, grad = grads(jitted, x, cos, sin, cotangents)
-    finally:
-        schedule.TUNING.min_threads, schedule.TUNING.team_scale = saved
     eager_outs, eager_grad = grads(fn, x, cos, sin, cotangents)
     _, exact_grad = grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
     for out, want in zip(outs, eager_outs):

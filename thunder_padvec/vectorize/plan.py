@@ -582,8 +582,7 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int,
             narrow //= 2
         if row * max(itemsizes) <= max_row_bytes:
             return row, chunk, None
-        sharing = share_rows(kernel, segment, chunk, least=2, min_threads=min_threads,
-                                 team_scale=team_scale)
+        sharing = share_rows(kernel, segment, chunk, least=2, min_threads=min_threads, team_scale=team_scale)
         if sharing is not None:
             return row, chunk, sharing
     lanes = min(lane_capacity(shape), chunk)

@@ -659,15 +659,16 @@ ROW_PIECE_CASES = [
 def test_the_rotated_piece_of_partial_rotary_takes_two_heads_per_thread(emulated, generator, monkeypatch,
                                                                        sharing, rows):
     """phi-2's rotated piece loads x, cos and sin at its 4 columns of a row (6 vectors); 2 heads per
-    thread share cos and sin, 8 vectors for 2 rows: 67% of a row's loads, within ``ROW_SHARING`` (0.7),
-    so the piece takes 2 heads (a launch floor that allows 2, not 4); at 0.6 one. The piece passed
-    through loads nothing broadcast: one head. Every element is written once and equals eager."""
+    thread share cos and sin, 8 vectors for 2 rows: 67% of a row's loads, within ``ROW_PIECE_SHARING``
+    (0.8, the threshold of pieces of rows), so the piece takes 2 heads (a launch floor that allows 2, not
+    4); at 0.6 one. The piece passed through loads nothing broadcast: one head. Every element is written
+    once and equals eager."""
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(vectorize_segments, "ROW_PIECES", True)
     monkeypatch.setattr(schedule.TUNING, "min_threads", 500)  # 296 rows: 148 pairs of 4 threads, not 74
     if sharing is not None:
-        monkeypatch.setattr(vectorize_plan, "ROW_SHARING", sharing)
+        monkeypatch.setattr(vectorize_plan, "ROW_PIECE_SHARING", sharing)
     x = randn(2, 4, 37, 80, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(37, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 32)
@@ -676,6 +677,31 @@ def test_the_rotated_piece_of_partial_rotary_takes_two_heads_per_thread(emulated
     rotated, passed = report.plan.segments
     assert (rotated.row_dim, rotated.rows_per_thread) == ((1, rows) if rows > 1 else (None, 1)), str(report)
     assert passed.rows_per_thread == 1, str(report)
+
+
+@pytest.mark.parametrize("sharing, rows", [(None, 2), (0.7, 1)])
+def test_the_rotated_pieces_of_the_qkv_form_take_two_heads_per_thread(emulated, generator, monkeypatch,
+                                                                      sharing, rows):
+    """phi-2's qkv form: q's and k's rotated pieces cut a row's loads to 75% with 2 heads a thread,
+    above ``ROW_SHARING`` (0.7) but within ``ROW_PIECE_SHARING`` (0.8), the threshold of pieces of rows
+    (a piece holds fewer registers than a whole row): 2 heads; at 0.7 one."""
+    import functools
+
+    from thunder_padvec.examples import qkv_split_rope
+
+    monkeypatch.setattr(vectorize_segments, "ROW_PIECES", True)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 500)  # 296 rows a piece: 2 heads a thread, not 4
+    if sharing is not None:
+        monkeypatch.setattr(vectorize_plan, "ROW_PIECE_SHARING", sharing)
+    qkv = randn(2, 37, (4 + 2 * 4) * 80, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(37, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    fn = functools.partial(qkv_split_rope, n_head=4, n_query_groups=4, head_size=80, rope_n_elem=32)
+    jitted, outs, _ = jit_and_run(fn, qkv, cos, sin)
+    for out, ref in zip(outs, fn(qkv, cos, sin)):
+        assert torch.equal(out, ref)
+    report = _report(jitted)
+    rotated = [s for s in report.plan.segments if s.segment.row_piece and s.segment.shape[-1] == 32]
+    assert rotated and {s.rows_per_thread for s in rotated} == {rows}, str(report)  # q's and k's: one segment
 
 
 def test_a_plain_cat_of_rows_stays_one_segment(emulated, generator):

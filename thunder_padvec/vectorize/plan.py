@@ -26,14 +26,14 @@ Rows per thread. In tiled mode a thread also takes ``rows_per_thread`` rows that
 that input serve all of the thread's rows. Only as many as keep at least ``MIN_THREADS`` threads
 (a team counted as the power of two it stands in for, ``team_slots``),
 and only where they cut a row's share of the loads held in registers (``hoisted_bytes``) to at most
-``ROW_SHARING`` of a single row's: LitGPT's RoPE (cos and sin are 4 of a row's 6 vectors) takes 4
-heads per thread, the qkv form (q and k: 8 vectors a row, 5 with 4 heads) 4 as well, phi-2's rotated piece
-(x, cos and sin at 4 columns: 4 vectors a row with 2 heads, against 6) 2; rows whose shared loads save
-less (phi-2's whole row: 12 vectors for 2 rows against 8 for one; the grouped-query backward's key rows)
-take one, as the registers of several rows cost more warps than the shared loads save. Where the
-compiled kernel then keeps few blocks per SM, the fusion plans it again with one row per thread
-(``max_rows``) and keeps that build where it holds at least twice the blocks (``fusion._with_one_row``:
-LitGPT's backward kernels).
+``ROW_SHARING`` of a single row's (``ROW_PIECE_SHARING`` for a piece of a row): LitGPT's RoPE (cos and
+sin are 4 of a row's 6 vectors) takes 4 heads per thread, the qkv form (q and k: 8 vectors a row, 5 with
+4 heads) 4 as well, phi-2's rotated piece (x, cos and sin at 4 columns: 4 vectors a row with 2 heads,
+against 6) 2, in the qkv form too (75%); rows whose shared loads save less (phi-2's whole row: 12
+vectors for 2 rows against 8 for one; the grouped-query backward's key rows) take one, as the registers
+of several rows cost more warps than the shared loads save. Where the compiled kernel then keeps few
+blocks per SM, the fusion plans it again with one row per thread (``max_rows``) and keeps that build
+where it holds at least twice the blocks (``fusion._with_one_row``: LitGPT's backward kernels).
 
 Steps side by side. Where a tiled row's steps are all whole (the threads of the team busy at each)
 and every load of a step is some step's own chunk of the input (a RoPE: x at the lane's column and
@@ -97,6 +97,7 @@ LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or r
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
 ROW_SHARING = 0.7  # several rows per thread only where that cuts a row's loads to this fraction, at most
+ROW_PIECE_SHARING = 0.8  # ... and for a piece of rows (Segment.row_piece: partial rotary's rotated features)
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
 REGISTER_REPEATS = 2  # register rows: rows a thread takes, while the launch keeps MIN_THREADS threads
 
@@ -429,8 +430,10 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
     # part of a row's (on the H200, LitGPT's RoPE: a row's 6 vectors fall to 3 with 4 rows, 3% faster
     # than 1 row; phi-2's rotated piece 6 to 4 with 2 rows: its forward 2-4% faster; the qkv form's 8 to
     # 5, with steps side by side: Gemma 1-3% faster, Llama-2 0-1% slower; the grouped-query backward's
-    # key rows with 2 or 4 rows, above 70%: 5% slower)
-    if rows > 1 and hoisted_bytes(kernel, seg, dim, rows, layouts) > ROW_SHARING * rows * hoisted_bytes(
+    # key rows with 2 or 4 rows, above 70%: 5% slower; a piece of rows holds fewer registers: phi-2's
+    # rotated q and k pieces at 75%, its qkv forward 2% faster)
+    sharing = ROW_PIECE_SHARING if seg.segment.row_piece else ROW_SHARING
+    if rows > 1 and hoisted_bytes(kernel, seg, dim, rows, layouts) > sharing * rows * hoisted_bytes(
             kernel, seg, dim, 1, layouts):
         rows = 1
     return (dim, rows) if rows > 1 else (None, 1)

@@ -233,6 +233,18 @@ def prologues(draw):
           suppress_health_check=list(HealthCheck))
 @given(spec=prologues())
 def test_rope_prologues_forward_and_backward_match_eager(emulated, spec):
+    _check_prologue(spec, "cpu")
+
+
+@pytest.mark.gpu
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_GPU_PROLOGUES", 20)), deadline=None,
+          derandomize=True, suppress_health_check=list(HealthCheck))
+@given(spec=prologues())
+def test_rope_prologues_forward_and_backward_match_eager_on_the_gpu(spec):
+    _check_prologue(spec, "cuda")
+
+
+def _check_prologue(spec, device):
     """The forward's outputs equal eager's bit for bit; x's gradient is within twice eager's error of a
     float64 reference (both passes run padvec kernels)."""
     import functools
@@ -249,10 +261,11 @@ def test_rope_prologues_forward_and_backward_match_eager(emulated, spec):
         fn = functools.partial(qkv_split_rope, n_head=spec["n_head"], n_query_groups=spec["groups"], head_size=hs,
                                rope_n_elem=n)
         shape = (spec["batch"], t, (spec["n_head"] + 2 * spec["groups"]) * hs)
-    x, cos, sin = (torch.randn(*s, generator=generator).to(spec["dtype"]) for s in (shape, (t, n), (t, n)))
+    x, cos, sin = (torch.randn(*s, generator=generator).to(device=device, dtype=spec["dtype"])
+                   for s in (shape, (t, n), (t, n)))
     eager_outs = fn(x, cos, sin)
     eager_outs = eager_outs if isinstance(eager_outs, tuple) else (eager_outs,)
-    cotangents = [torch.randn(*o.shape, generator=generator).to(o.dtype) for o in eager_outs]
+    cotangents = [torch.randn(*o.shape, generator=generator).to(device=device, dtype=o.dtype) for o in eager_outs]
     with _drawn_knobs(spec):
         jitted = thunder.jit(fn, executors=[padvec])
         outs, grad = grads(jitted, x, cos, sin, cotangents)

@@ -196,13 +196,17 @@ def test_rows_in_pieces_match_eager(emulated, spec):
     """Rotations of a part of each row, anywhere in it: where padvec cuts the rows into pieces
     (``vectorize.segments.ROW_PIECES``), the pieces tile each row once, cut on 16-byte edges into
     pieces of at least ``MIN_ROW_PIECE_BYTES``, and the output (poisoned first) equals eager's."""
+    _check_pieces(spec, "cpu")
+
+
+def _check_pieces(spec, device):
     from thunder_padvec import explain
     from thunder_padvec.vectorize import segments
 
     generator = torch.Generator().manual_seed(spec["hs"] * 1009 + spec["n"] * 31 + spec["start"])
     *lead, t = spec["lead"]
-    x = torch.randn(*lead, t, spec["hs"], generator=generator).to(spec["dtype"])
-    cos, sin = (torch.randn(t, spec["n"], generator=generator).to(spec["dtype"]) for _ in range(2))
+    x = torch.randn(*lead, t, spec["hs"], generator=generator).to(device, spec["dtype"])
+    cos, sin = (torch.randn(t, spec["n"], generator=generator).to(device, spec["dtype"]) for _ in range(2))
     fn = _partial_rotation(spec["n"], spec["start"], spec["extra"])
     jitted, out, _ = jit_and_run(fn, x, cos, sin)
     assert torch.equal(out, fn(x, cos, sin))

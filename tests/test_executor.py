@@ -15,7 +15,7 @@ from thunder.core.trace import TraceCtx, tracectx
 from helpers import jit_and_run, randn, ulp_distance_bf16, unfused_ops
 from thunder_padvec import ops, padvec
 from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
-from thunder_padvec.explain import fusions
+from thunder_padvec.explain import explain, fusions
 
 ROPE_SHAPES = [
     pytest.param((2, 2, 16, 32, 8), id="rope8-of-32"),
@@ -153,3 +153,79 @@ def test_qkv_split_rope_matches_eager(emulated, generator):
     assert fusions(trace)
     for got, want in zip(out, qkv_split_rope(qkv, cos, sin, 4, 2, 32, 16)):
         assert torch.equal(got, want)
+
+
+def _region_of(fn, *args):
+    """``fn``'s traced region, Thunder's torch-level symbols as the partitioner hands them over."""
+    from types import SimpleNamespace
+
+    from thunder.core.proxies import variableify
+
+    jitted = thunder.jit(fn, executors=[])
+    jitted(*args)
+    trace = thunder.last_traces(jitted)[0]
+    body = [b for b in trace.bound_symbols if b.sym.id not in (prims.PrimIDs.UNPACK_TRIVIAL, prims.PrimIDs.RETURN)
+            and b.sym.name != "shape"]
+    outputs = [variableify(p) for p in trace.bound_symbols[-1].args[0]]
+    return SimpleNamespace(inputs=[variableify(p) for p in trace.args], outputs=outputs, bound_symbols=body)
+
+
+def _with_foreign_ops(x, cos, sin):
+    """RoPE after ops padvec does not take in a kernel: a cumsum (never claimed) and a transpose of a
+    value the region computes, as another executor's rematerialization can leave in a padvec region."""
+    t = (x * 0.5).transpose(-1, -2)
+    return litgpt_rope(t + torch.cumsum(t, -1), cos, sin, rope_n_elem=8), t * 3
+
+
+def test_a_region_with_ops_a_kernel_cannot_take_runs_them_in_pytorch_first(emulated, generator):
+    from thunder_padvec.fusion import PadvecFusion, Specialization, WithPrologue
+
+    x = randn(2, 3, 16, 5, generator=generator)
+    cos, sin = randn(5, 8, generator=generator), randn(5, 8, generator=generator)
+    bsym = padvec.fuse(_region_of(_with_foreign_ops, x, cos, sin), 0)
+    fn = bsym._call_ctx[bsym.sym.name]
+    assert isinstance(fn, WithPrologue) and isinstance(fn.fusion, PadvecFusion)
+    outs = fn(x, cos, sin)
+    for got, want in zip(outs, _with_foreign_ops(x, cos, sin), strict=True):
+        assert torch.equal(got, want)
+    assert isinstance(fn.fusion.last, Specialization)  # the kernel ran: the rope after the prologue
+    # the prologue is the cumsum and what it needs (the scale and its transpose); the add is the kernel's
+    assert fn.ops == ("mul", "transpose", "cumsum")
+    # the kernel reads cos, sin and the prologue's two results (t and its cumsum), and makes both outputs
+    assert fn.prologue_args == (0,) and fn.fusion_args == (("arg", 1), ("arg", 2), ("prologue", 0), ("prologue", 1))
+    assert fn.results == (("fusion", 0), ("fusion", 1))
+
+
+def test_a_region_of_ops_a_kernel_cannot_take_runs_in_pytorch(emulated, generator):
+    def fn(x):
+        return torch.cumsum(x * 2, -1)
+
+    x = randn(3, 8, generator=generator)
+    bsym = padvec.fuse(_region_of(fn, x), 0)
+    (out,) = bsym._call_ctx[bsym.sym.name](x)
+    assert torch.equal(out, fn(x))
+
+
+def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, generator):
+    """``executors=[padvec, torchcompile]``: torch.compile's fusion pass rematerializes across every
+    executor's fusions and moves some of its ops into padvec's (here a scale and a permute of it, into
+    the backward's RoPE region): they run in PyTorch before the kernel, and training matches eager."""
+    import test_training
+    from thunder_padvec.fusion import WithPrologue
+
+    torch.manual_seed(0)
+    reference, twin = test_training.AttentionBlock(), test_training.AttentionBlock()
+    twin.load_state_dict(reference.state_dict())
+    x, target = randn(2, 8, 64, generator=generator), randn(2, 8, 64, generator=generator)
+    cos, sin = randn(8, 16, generator=generator), randn(8, 16, generator=generator)
+    eager, _ = test_training._train(reference, lambda m: m, x, cos, sin, target, steps=2)
+    executors = [padvec, thunder.get_executor("torchcompile")]
+    losses, jitted = test_training._train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target,
+                                          steps=2)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
+    backward = thunder.last_backward_traces(jitted)[-1]
+    callables = [b._call_ctx[b.sym.name] for b in backward.bound_symbols if b.sym.name.startswith("padvec")]
+    assert any(isinstance(c, WithPrologue) for c in callables)
+    reports = explain(jitted)
+    assert {r.trace for r in reports} == {"forward", "backward"}
+    assert any("run in PyTorch before the kernel: " in str(r) for r in reports if r.trace == "backward")

@@ -23,7 +23,7 @@ from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
 from . import __version__, ops
 from .explain import fusions
-from .fusion import PadvecFusion
+from .fusion import PadvecFusion, WithPrologue
 from .lower import lower
 from .reshapes import UnfoldableReshape, split_groups
 
@@ -64,12 +64,17 @@ class PadvecExecutor(FusionExecutor):
 
         A region with a reshape that can't be computed in its new shape raises
         :class:`~thunder_padvec.reshapes.UnfoldableReshape` where ``raise_unfoldable`` (the fusion
-        pass then leaves that reshape to PyTorch), and otherwise runs in PyTorch as a whole."""
+        pass then leaves that reshape to PyTorch), and otherwise runs in PyTorch as a whole. A region
+        with symbols a kernel can't take (another executor's fusion pass, rematerializing, can move them
+        in) runs those in PyTorch before its kernel (``_prologue``)."""
         inputs: list[Proxy] = [unvariableify(x) for x in region.inputs]
         outputs: list[Proxy] = [unvariableify(x) for x in region.outputs]
+        name = f"padvec{fusion_counter}"
+        head = self._prologue(list(region.bound_symbols))
+        if head:
+            return self._fuse_after_prologue(name, inputs, outputs, list(region.bound_symbols), head)
         flat = [prim for bsym in region.bound_symbols for prim in self.flatten(bsym)]
         flat = _dce(inputs, outputs, flat)
-        name = f"padvec{fusion_counter}"
         try:
             kernel, views = lower(inputs, outputs, flat)
         except UnfoldableReshape as err:
@@ -80,6 +85,70 @@ class PadvecExecutor(FusionExecutor):
                                                      outputs=outputs, bsyms=flat)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
+
+    def _prologue(self, bsyms: list[BoundSymbol]) -> set[int]:
+        """Positions of the bound symbols a kernel can't take, with the region's own producers of their
+        operands: symbols padvec does not claim, and layout ops (a permute, a reshape that merges dims)
+        of values the region computes. Padvec's own fusion pass never builds such a region; another
+        executor's can, where Thunder's rematerialization moves a producer fusion's ops into it."""
+        producer, computed, head = {}, set(), set()
+        for k, bsym in enumerate(bsyms):
+            try:
+                flat = self.flatten(bsym)
+            except AssertionError:  # not padvec's
+                head.add(k)
+                flat = []
+            for prim in flat:
+                from_computed = any(p.name in computed for p in prim.flat_proxy_args)
+                if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
+                    computed.update(p.name for p in prim.flat_proxy_outs)
+                if prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim):
+                    head.add(k)
+            producer.update((p.name, k) for p in bsym.flat_proxy_outs)
+        if not head:
+            return head
+        pending = list(head)
+        while pending:  # what the prologue reads from the region it computes itself
+            for p in bsyms[pending.pop()].flat_proxy_args:
+                k = producer.get(p.name)
+                if k is not None and k not in head:
+                    head.add(k)
+                    pending.append(k)
+        return head
+
+    def _fuse_after_prologue(self, name: str, inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol],
+                             head: set[int]) -> BoundSymbol:
+        """The region's fusion where its ``head`` (positions in ``bsyms``, see ``_prologue``) runs in PyTorch
+        first: a :class:`~thunder_padvec.fusion.WithPrologue` whose kernel takes the rest, or all of it
+        in PyTorch where the rest makes no kernel."""
+        prologue = [b for k, b in enumerate(bsyms) if k in head]
+        rest = [b for k, b in enumerate(bsyms) if k not in head]
+        made = {p.name: p for b in prologue for p in b.flat_proxy_outs if isinstance(p, TensorProxy)}
+        read = {p.name for b in rest for p in b.flat_proxy_args} | {p.name for p in outputs}
+        head_outputs = [p for n, p in made.items() if n in read]
+        head_inputs = [p for p in inputs if any(p.name == a.name for b in prologue for a in b.flat_proxy_args)]
+        kernel_outputs = [p for p in outputs if p.name not in made and p.name not in {q.name for q in inputs}]
+        kernel_inputs = [*inputs, *head_outputs]
+        try:
+            flat = _dce(kernel_inputs, kernel_outputs, [prim for b in rest for prim in self.flatten(b)])
+            if not kernel_outputs or not flat:
+                raise ValueError("nothing left for a kernel")
+            kernel, views = lower(kernel_inputs, kernel_outputs, flat)
+        except Exception as err:  # the region runs in PyTorch instead, as a whole
+            log.debug("%s runs in PyTorch: %s", name, err)
+            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
+                                                     outputs=outputs, bsyms=bsyms)
+        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views)
+        position = {p.name: ("arg", k) for k, p in enumerate(inputs)}
+        position.update((p.name, ("prologue", k)) for k, p in enumerate(head_outputs))
+        position.update((p.name, ("fusion", k)) for k, p in enumerate(kernel_outputs))
+        composed = WithPrologue(_pytorch_callable(head_inputs, head_outputs, prologue),
+                                tuple(position[p.name][1] for p in head_inputs), fusion,
+                                tuple(position[p.name] for p in kernel_inputs),
+                                tuple(position[p.name] for p in outputs), tuple(b.sym.name for b in prologue))
+        log.debug("%s: %d symbols run in PyTorch before its kernel: %s", name, len(prologue),
+                  ", ".join(b.sym.name for b in prologue))
+        return self.register_temporary_operation(name, composed, inputs=inputs, outputs=outputs, bsyms=bsyms)
 
     def _fusible(self, bsyms: list[BoundSymbol], region: Region) -> bool:
         if len(bsyms) == 1 and not self.can_fuse(bsyms[0]):
@@ -158,7 +227,7 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
     permuted order: the permute's result is then contiguous, and a reshape after it is a view
     rather than a copy (the gradient of a qkv tensor, assembled from q, k and v)."""
     _, consumers = utils.producers_and_consumers(trace)
-    for fusion, bsym in fusions(trace):
+    for fusion, bsym in fusions(trace, prologues=False):  # (a prologue's bound symbol has other outputs)
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = [_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ir
-from .fusion import Fallback, PadvecFusion, Specialization
+from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
 from .vectorize.plan import step_distance
@@ -45,12 +45,15 @@ class FusionReport:
     output_orders: dict[str, tuple[int, ...]] = field(default_factory=dict)  # outputs allocated permuted
     choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
+    prologue: str = ""  # symbols of the region run in PyTorch before the kernel (fusion.WithPrologue)
 
     @property
     def decisions(self) -> list[str]:
-        """What the first call on a GPU measured or weighed for the kernel, a line each."""
+        """What the first call on a GPU measured or weighed for the kernel, and what of the region runs in
+        PyTorch before it, a line each."""
         return ([f"launch variants: {self.choice}"] if self.choice else []) + (
-            [f"planned again: {self.replanned}"] if self.replanned else [])
+            [f"planned again: {self.replanned}"] if self.replanned else []) + (
+            [f"run in PyTorch before the kernel: {self.prologue}"] if self.prologue else [])
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
@@ -142,6 +145,8 @@ def _widths(accesses: list[Access]) -> dict[str, int]:
 def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     spec = fusion.last
     ops = [b.sym.name for b in bsym.subsymbols]
+    outer = (bsym._call_ctx or {}).get(bsym.sym.name)
+    prologue = ", ".join(outer.ops) if isinstance(outer, WithPrologue) else ""
     if spec is None or isinstance(spec, Fallback):
         note = "" if spec is None else f"runs in PyTorch: {spec.error}"
         return FusionReport(fusion.name, trace, ops, [], None, note, None, fusion.kernel)
@@ -149,15 +154,19 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     orders = {out: order for out, order in zip(fusion.kernel.outputs, fusion.output_orders) if order is not None}
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
-        spec.plan, orders, str(spec.choice or ""), spec.replanned,
+        spec.plan, orders, str(spec.choice or ""), spec.replanned, prologue,
     )
 
 
-def fusions(trace) -> list[tuple[PadvecFusion, object]]:
-    """The padvec fusions of an execution trace, with their bound symbols."""
+def fusions(trace, prologues: bool = True) -> list[tuple[PadvecFusion, object]]:
+    """The padvec fusions of an execution trace, with their bound symbols; with ``prologues``, also
+    those behind a PyTorch prologue (:class:`~thunder_padvec.fusion.WithPrologue`: the bound symbol's
+    inputs and outputs are then not the kernel's)."""
     found = []
     for bsym in trace.bound_symbols:
         fn = (bsym._call_ctx or {}).get(bsym.sym.name) if bsym.sym.is_fusion else None
+        if prologues and isinstance(fn, WithPrologue):
+            fn = fn.fusion
         if isinstance(fn, PadvecFusion):
             found.append((fn, bsym))
     return found

@@ -261,6 +261,27 @@ class Fallback:
         return list(self.run_in_pytorch(*args))
 
 
+@dataclass
+class WithPrologue:
+    """A padvec fusion whose region begins with ops a kernel can't take, run in PyTorch first (their
+    results join the kernel's inputs). Another executor's fusion pass can put them there: Thunder's
+    ``rematerialize`` runs over the fusions of every executor, and moves a producer fusion's ops into a
+    padvec fusion that consumes them where that saves memory traffic. Sources are ``(where, index)``:
+    ``where`` is "arg" (the call's arguments), "prologue" or "fusion" (their results)."""
+
+    prologue: Callable
+    prologue_args: tuple[int, ...]
+    fusion: PadvecFusion
+    fusion_args: tuple[tuple[str, int], ...]
+    results: tuple[tuple[str, int], ...]
+    ops: tuple[str, ...] = ()  # the prologue's symbols, by name
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        values = {"arg": args, "prologue": list(self.prologue(*(args[i] for i in self.prologue_args)))}
+        values["fusion"] = self.fusion(*(values[where][i] for where, i in self.fusion_args))
+        return [values[where][i] for where, i in self.results]
+
+
 def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
     """A view chain run by PyTorch: views where PyTorch makes views (a reshape may copy), as in eager."""
     for op in chain:

@@ -206,22 +206,33 @@ def test_a_region_of_ops_a_kernel_cannot_take_runs_in_pytorch(emulated, generato
     assert torch.equal(out, fn(x))
 
 
+def _train_beside(executor_name, device, dtype, generator):
+    """The attention block of the training tests, trained in eager and with ``executors=[padvec,
+    <executor_name>]``: both runs' losses, and the jitted model."""
+    import test_training
+
+    torch.manual_seed(0)
+    reference = test_training.AttentionBlock().to(device=device, dtype=dtype)
+    twin = test_training.AttentionBlock().to(device=device, dtype=dtype)
+    twin.load_state_dict(reference.state_dict())
+    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
+    target = randn(2, 8, 64, device=device, generator=generator)
+    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    eager, _ = test_training._train(reference, lambda m: m, x, cos, sin, target, steps=2)
+    executors = [padvec, thunder.get_executor(executor_name)]
+    losses, jitted = test_training._train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target,
+                                          steps=2)
+    return losses, eager, jitted
+
+
 def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, generator):
     """``executors=[padvec, torchcompile]``: torch.compile's fusion pass rematerializes across every
     executor's fusions and moves some of its ops into padvec's (here a scale and a permute of it, into
     the backward's RoPE region): they run in PyTorch before the kernel, and training matches eager."""
-    import test_training
     from thunder_padvec.fusion import WithPrologue
 
-    torch.manual_seed(0)
-    reference, twin = test_training.AttentionBlock(), test_training.AttentionBlock()
-    twin.load_state_dict(reference.state_dict())
-    x, target = randn(2, 8, 64, generator=generator), randn(2, 8, 64, generator=generator)
-    cos, sin = randn(8, 16, generator=generator), randn(8, 16, generator=generator)
-    eager, _ = test_training._train(reference, lambda m: m, x, cos, sin, target, steps=2)
-    executors = [padvec, thunder.get_executor("torchcompile")]
-    losses, jitted = test_training._train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target,
-                                          steps=2)
+    losses, eager, jitted = _train_beside("torchcompile", "cpu", torch.float32, generator)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
     backward = thunder.last_backward_traces(jitted)[-1]
     callables = [b._call_ctx[b.sym.name] for b in backward.bound_symbols if b.sym.name.startswith("padvec")]
@@ -229,3 +240,12 @@ def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, ge
     reports = explain(jitted)
     assert {r.trace for r in reports} == {"forward", "backward"}
     assert any("run in PyTorch before the kernel: " in str(r) for r in reports if r.trace == "backward")
+
+
+@pytest.mark.gpu
+def test_padvec_composes_with_executors_after_it_that_rematerialize_on_the_gpu(generator):
+    losses, eager, jitted = _train_beside("torchcompile", "cuda", torch.float32, generator)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-4, atol=0)
+    reports = explain(jitted)
+    assert {r.trace for r in reports} == {"forward", "backward"}
+    assert all(r.launch is not None for r in reports), [str(r) for r in reports]

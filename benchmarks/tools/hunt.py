@@ -4,6 +4,7 @@ forward and backward), each drawn anew for a time budget, on the GPU where there
 launch variants, fitted builds and replans included), in CPU emulation otherwise.
 
     python benchmarks/tools/hunt.py --programs 180 --pieces 90 --prologues 200
+    python benchmarks/tools/hunt.py --after torchcompile   # padvec first, then torch.compile's executor
 
 The test suite draws the same examples every run (``derandomize=True``, so that CI is reproducible);
 this draws new ones each time. Outputs are poisoned with NaN before every launch and the kernel cache
@@ -26,9 +27,11 @@ os.environ.setdefault("THUNDER_PADVEC_CACHE_DIR", tempfile.mkdtemp(prefix="padve
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 import thunder_padvec  # noqa: E402  (the compat shim runs before Thunder is imported)
+import thunder  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
+import helpers  # noqa: E402
 import test_programs  # noqa: E402
 
 ROUND = 10  # examples drawn per call of a strategy's test; the budget is checked between calls
@@ -59,16 +62,34 @@ def hunt(name: str, strategy, check, budget_s: float) -> bool:
     return True
 
 
+class _JitAfter:
+    """``thunder`` as the tests call it, with more executors after padvec in every ``thunder.jit``."""
+
+    def __init__(self, after: list):
+        self.after = after
+
+    def jit(self, fn, executors=(), **kwargs):
+        return thunder.jit(fn, executors=[*executors, *self.after], **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(thunder, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for name, default in (("programs", 60.0), ("pieces", 30.0), ("prologues", 60.0)):
         parser.add_argument(f"--{name}", type=float, default=default, metavar="SECONDS",
                             help=f"time for the {name} strategy (0: skip it)")
+    parser.add_argument("--after", action="append", default=[], metavar="EXECUTOR",
+                        help="a Thunder executor listed after padvec (repeatable), e.g. torchcompile or nvfuser")
     args = parser.parse_args(argv)
+    if args.after:  # what another executor's fusion pass (its rematerialization) does to padvec's regions
+        test_programs.thunder = helpers.thunder = _JitAfter([thunder.get_executor(name) for name in args.after])
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         thunder_padvec.set_emulation(True)
-    print(f"hunting on {torch.cuda.get_device_name() if device == 'cuda' else 'the CPU (emulation)'}", flush=True)
+    where = torch.cuda.get_device_name() if device == "cuda" else "the CPU (emulation)"
+    print(f"hunting on {where}, executors: padvec{''.join(', ' + name for name in args.after)}", flush=True)
     strategies = [
         ("programs", test_programs.programs, lambda spec: test_programs._check(spec, device), args.programs),
         ("pieces", test_programs.partial_rotations, lambda spec: test_programs._check_pieces(spec, device),

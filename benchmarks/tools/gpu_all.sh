@@ -9,6 +9,7 @@
 #   host       the host-path benchmark
 #   hunt       tools/hunt.py: random programs, partial rotations and RoPE prologues drawn anew (not the suite's
 #              fixed examples), 150 + 60 + 150 s, the log under $OUT/hunt.log
+#   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
 # A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
 # Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack
 # into .whl/nb: nbclient nbformat jupyter_client jupyter_core traitlets pyzmq tornado ipykernel ipython comm
@@ -35,6 +36,8 @@ for part in ${@:-tests notebooks fwd bwd host}; do
     tests) timeout -s INT 400 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 150 --pieces 60 --prologues 150 2>&1 \
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
+    hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 150 --pieces 60 --prologues 150 \
+            --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|host) suite $part "${SELECT[$part]}" ;;
     notebooks)

@@ -229,7 +229,9 @@ def _train_beside(executor_name, device, dtype, generator):
 def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, generator):
     """``executors=[padvec, torchcompile]``: torch.compile's fusion pass rematerializes across every
     executor's fusions and moves some of its ops into padvec's (here a scale and a permute of it, into
-    the backward's RoPE region): they run in PyTorch before the kernel, and training matches eager."""
+    the backward's RoPE region): they run in PyTorch before the kernel, and training matches eager. It
+    also fuses every padvec region again: the qkv gradient's kernel still allocates its output in the
+    order of the permute that follows it."""
     from thunder_padvec.fusion import WithPrologue
 
     losses, eager, jitted = _train_beside("torchcompile", "cpu", torch.float32, generator)
@@ -240,6 +242,7 @@ def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, ge
     reports = explain(jitted)
     assert {r.trace for r in reports} == {"forward", "backward"}
     assert any("run in PyTorch before the kernel: " in str(r) for r in reports if r.trace == "backward")
+    assert any(r.output_orders for r in reports if r.trace == "backward"), [str(r) for r in reports]
 
 
 @pytest.mark.gpu

@@ -7,6 +7,7 @@ callable (:class:`~thunder_padvec.fusion.PadvecFusion`) launches one generated k
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 
@@ -84,6 +85,7 @@ class PadvecExecutor(FusionExecutor):
             return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
                                                      outputs=outputs, bsyms=flat)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
+        _remembered_orders(fusion)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
     def _prologue(self, bsyms: list[BoundSymbol]) -> set[int]:
@@ -139,6 +141,7 @@ class PadvecExecutor(FusionExecutor):
             return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
                                                      outputs=outputs, bsyms=bsyms)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views)
+        _remembered_orders(fusion)
         position = {p.name: ("arg", k) for k, p in enumerate(inputs)}
         position.update((p.name, ("prologue", k)) for k, p in enumerate(head_outputs))
         position.update((p.name, ("fusion", k)) for k, p in enumerate(kernel_outputs))
@@ -222,6 +225,25 @@ class PadvecExecutor(FusionExecutor):
         return fused_trace
 
 
+# The order each fusion output is allocated in (see ``_order_outputs_for_permutes``), by the output's name
+# and shape: where a later executor's fusion pass fuses a padvec region again (Thunder's
+# ``update_fusion_call_ctx`` calls ``fuse`` for every fusion of the trace), the new fusion allocates those
+# outputs as the first did. Names repeat between traces; an order is a layout, never a value, so a
+# stale one costs speed at most, and each padvec pass sets its own fusions' orders again.
+_OUTPUT_ORDERS: collections.OrderedDict = collections.OrderedDict()
+_OUTPUT_ORDERS_KEPT = 4096
+
+
+def _output_keys(fusion: PadvecFusion) -> list[tuple[str, tuple[int, ...]]]:
+    return [(name, fusion.kernel.node(name).type.shape) for name in fusion.kernel.outputs]
+
+
+def _remembered_orders(fusion: PadvecFusion) -> None:
+    orders = tuple(_OUTPUT_ORDERS.get(key) for key in _output_keys(fusion))
+    if any(orders):
+        fusion.set_output_orders(orders)
+
+
 def _order_outputs_for_permutes(trace: TraceCtx) -> None:
     """An output whose one consumer permutes it (keeping its innermost dim) is allocated in the
     permuted order: the permute's result is then contiguous, and a reshape after it is a view
@@ -230,9 +252,16 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
     for fusion, bsym in fusions(trace, prologues=False):  # (a prologue's bound symbol has other outputs)
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
-        orders = [_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs]
+        orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
+        if any(orders) or any(fusion.output_orders):
+            fusion.set_output_orders(orders)
+        for key, order in zip(_output_keys(fusion), orders):
+            _OUTPUT_ORDERS.pop(key, None)
+            if order is not None:
+                _OUTPUT_ORDERS[key] = order
+        while len(_OUTPUT_ORDERS) > _OUTPUT_ORDERS_KEPT:
+            _OUTPUT_ORDERS.popitem(last=False)
         if any(orders):
-            fusion.set_output_orders(tuple(orders))
             log.debug("%s: outputs allocated in the order of their permutes: %s", bsym.sym.name, orders)
 
 

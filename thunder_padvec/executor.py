@@ -96,16 +96,10 @@ class PadvecExecutor(FusionExecutor):
         producer, computed, head = {}, set(), set()
         for k, bsym in enumerate(bsyms):
             try:
-                flat = self.flatten(bsym)
+                if _folds_computed(self.flatten(bsym), computed):
+                    head.add(k)
             except AssertionError:  # not padvec's
                 head.add(k)
-                flat = []
-            for prim in flat:
-                from_computed = any(p.name in computed for p in prim.flat_proxy_args)
-                if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
-                    computed.update(p.name for p in prim.flat_proxy_outs)
-                if prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim):
-                    head.add(k)
             producer.update((p.name, k) for p in bsym.flat_proxy_outs)
         if not head:
             return head
@@ -129,7 +123,8 @@ class PadvecExecutor(FusionExecutor):
         read = {p.name for b in rest for p in b.flat_proxy_args} | {p.name for p in outputs}
         head_outputs = [p for n, p in made.items() if n in read]
         head_inputs = [p for p in inputs if any(p.name == a.name for b in prologue for a in b.flat_proxy_args)]
-        kernel_outputs = [p for p in outputs if p.name not in made and p.name not in {q.name for q in inputs}]
+        passed = {p.name for p in inputs}  # outputs that are inputs come straight from the arguments
+        kernel_outputs = [p for p in outputs if p.name not in made and p.name not in passed]
         kernel_inputs = [*inputs, *head_outputs]
         try:
             flat = _dce(kernel_inputs, kernel_outputs, [prim for b in rest for prim in self.flatten(b)])
@@ -168,17 +163,8 @@ class PadvecExecutor(FusionExecutor):
         would compute: a kernel folds those ops only into the loads of its inputs, so they stay in
         PyTorch. (A reshape that splits dims is computed in its new shape, see :mod:`.reshapes`.)"""
         computed: set[str] = set()
-        blocked: set[int] = set()
-        for bsym in trace.bound_symbols:
-            if not self.can_fuse(bsym):
-                continue
-            for prim in self.flatten(bsym):
-                from_computed = any(p.name in computed for p in prim.flat_proxy_args)
-                if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
-                    computed.update(p.name for p in prim.flat_proxy_outs)
-                if prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim):
-                    blocked.add(id(bsym))
-        return blocked
+        return {id(bsym) for bsym in trace.bound_symbols
+                if self.can_fuse(bsym) and _folds_computed(self.flatten(bsym), computed)}
 
     def _fused(self, trace: TraceCtx, blocked: set[int], producers, consumers,
                raise_unfoldable: bool = True) -> list[BoundSymbol]:
@@ -281,6 +267,19 @@ def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:
     if len(bsym.subsymbols) == 1:
         return _permutation(bsym.subsymbols[0])
     return None
+
+
+def _folds_computed(flat: list[BoundSymbol], computed: set[str]) -> bool:
+    """Whether prims ``flat`` permute, or reshape other than by splitting dims, a value in ``computed``
+    (a kernel folds those ops only into its inputs' loads); adds what they compute to ``computed``
+    (layout ops of inputs compute nothing: they fold into the loads)."""
+    folds = False
+    for prim in flat:
+        from_computed = any(p.name in computed for p in prim.flat_proxy_args)
+        if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
+            computed.update(p.name for p in prim.flat_proxy_outs)
+        folds |= prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim)
+    return folds
 
 
 def _splits(prim: BoundSymbol) -> bool:

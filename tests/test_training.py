@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import grads, randn
-from thunder_padvec import explain, padvec
+from thunder_padvec import explain, padvec, padvec_cat
 from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
 
 # (id, program, x shape, rope_n_elem, extra kwargs) ; programs take (x, cos, sin)
@@ -338,3 +338,95 @@ def test_attention_block_trains_like_eager(emulated, generator, dtype, rtol):
 @pytest.mark.gpu
 def test_attention_block_trains_like_eager_on_the_gpu(generator):
     _compare_training("cuda", torch.bfloat16, generator, 2e-2)
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, size, eps=1e-5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(size))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
+
+
+class LlamaBlock(torch.nn.Module):
+    """A whole Llama-style transformer block: RMSNorm, the attention block, RMSNorm, SwiGLU MLP, with
+    residual adds. Its pointwise ops outside RoPE (the norms' scaling, the gating) are what ``padvec``
+    claims and ``padvec_cat`` leaves to the executors after it."""
+
+    def __init__(self, n_embd=64, hidden=96):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(n_embd), RMSNorm(n_embd)
+        self.attn = AttentionBlock(n_embd)
+        self.fc1 = torch.nn.Linear(n_embd, hidden, bias=False)
+        self.fc2 = torch.nn.Linear(n_embd, hidden, bias=False)
+        self.out = torch.nn.Linear(hidden, n_embd, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.norm1(x), cos, sin)
+        h = self.norm2(x)
+        return x + self.out(F.silu(self.fc1(h)) * self.fc2(h))
+
+
+def _train_llama_block(executors, device, dtype, generator):
+    """Eager's losses, and the losses and the jitted model of ``thunder.jit(block, executors=executors)``,
+    from the same weights and inputs."""
+    torch.manual_seed(0)
+    reference = LlamaBlock().to(device=device, dtype=dtype)
+    twin = LlamaBlock().to(device=device, dtype=dtype)
+    twin.load_state_dict(reference.state_dict())
+    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
+    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    target = randn(2, 8, 64, device=device, generator=generator)
+    eager, _ = _train(reference, lambda m: m, x, cos, sin, target, steps=2)
+    losses, jitted = _train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target, steps=2)
+    return losses, eager, jitted
+
+
+def _fusion_names(jitted) -> dict[str, list[str]]:
+    return {label: [b.sym.name for b in traces(jitted)[-1].bound_symbols if b.sym.is_fusion]
+            for label, traces in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces))}
+
+
+def _claims_rope_only(reports) -> bool:
+    return [(r.trace, r.name.startswith("padvec_cat")) for r in reports] == [("forward", True), ("backward", True)] \
+        and "cat" in reports[0].ops and "pad" in reports[1].ops
+
+
+def test_padvec_cat_fuses_only_the_regions_with_a_cat_or_a_pad(emulated, generator):
+    """In a whole block ``padvec`` also fuses the norms' and the MLP's pointwise ops; ``padvec_cat`` fuses
+    RoPE's forward (a cat) and its backward (pads) only, and leaves the rest to PyTorch."""
+    losses, eager, jitted = _train_llama_block([padvec], "cpu", torch.float32, generator)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
+    assert any("cat" not in r.ops and "pad" not in r.ops for r in explain(jitted))
+
+    losses, eager, jitted = _train_llama_block([padvec_cat], "cpu", torch.float32, generator)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
+    reports = explain(jitted)
+    assert _claims_rope_only(reports), [str(r) for r in reports]
+    assert _fusion_names(jitted) == {"forward": ["padvec_cat0"], "backward": ["padvec_cat1"]}
+
+
+def test_padvec_cat_leaves_the_rest_of_a_block_to_the_executor_after_it(emulated, generator):
+    """``executors=[padvec_cat, torchcompile]``: torch.compile fuses what lies between the RoPE regions
+    (norms with their reductions, matmuls, the MLP), one fusion on each side; ``[padvec, torchcompile]``
+    cuts the same block into many more fusions."""
+    losses, eager, jitted = _train_llama_block([padvec_cat, thunder.get_executor("torchcompile")], "cpu",
+                                               torch.float32, generator)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=1e-5, atol=0)
+    assert _claims_rope_only(explain(jitted))
+    names = _fusion_names(jitted)
+    assert names == {"forward": ["TorchCompile0", "padvec_cat0", "TorchCompile1"],
+                     "backward": ["TorchCompile2", "padvec_cat1", "TorchCompile3"]}, names
+
+
+@pytest.mark.gpu
+def test_padvec_cat_leaves_the_rest_of_a_block_to_the_executor_after_it_on_the_gpu(generator):
+    losses, eager, jitted = _train_llama_block([padvec_cat, thunder.get_executor("torchcompile")], "cuda",
+                                               torch.bfloat16, generator)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager), rtol=2e-2, atol=0)
+    reports = explain(jitted)
+    assert _claims_rope_only(reports) and all(r.launch is not None for r in reports), [str(r) for r in reports]

@@ -5,6 +5,9 @@
 
     jitted = thunder.jit(fn, executors=[padvec])
 
+``padvec_cat`` claims only the regions with a cat or a pad (RoPE's forward and backward), for a model
+whose other pointwise ops an executor after it fuses with their reductions.
+
 Import this package before Thunder: it first applies the compat shim that lets Thunder 0.2.6
 import under PyTorch 2.13 and later (:mod:`thunder_padvec._compat`).
 """
@@ -28,11 +31,12 @@ with warnings.catch_warnings():  # Thunder warns at import about optional execut
     import thunder  # noqa: E402, F401
 
 from .errors import CompileError, LaunchError, PadvecError  # noqa: E402
-from .executor import padvec  # noqa: E402
+from .executor import padvec, padvec_cat  # noqa: E402
 from .explain import explain  # noqa: E402
 
 __all__ = [
     "padvec",
+    "padvec_cat",
     "explain",
     "set_emulation",
     "emulation",

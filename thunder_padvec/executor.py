@@ -32,10 +32,15 @@ log = logging.getLogger("thunder_padvec")
 
 
 class PadvecExecutor(FusionExecutor):
-    def __init__(self):
-        super().__init__("padvec", version=__version__)
+    """Claims the prims of :mod:`thunder_padvec.ops`. With ``required_ops`` (prim ids), only the regions
+    that hold one of them become fusions; the other regions' symbols are left to the executors after it,
+    as Thunder's ``torchcompile_cat`` leaves regions without a cat."""
+
+    def __init__(self, name: str = "padvec", required_ops: frozenset | None = None):
+        super().__init__(name, version=__version__)
         for prim_id, (check, _) in ops.OPS.items():
             self.register_supported(prim_id, check)
+        self.required_ops = required_ops
         self._fuel: int | FUEL_LEVEL = FUEL_LEVEL.UNLIMITED
 
     # Optimization fuel, as Thunder's nvFuser executor has it: bisect a wrong fusion by
@@ -70,7 +75,7 @@ class PadvecExecutor(FusionExecutor):
         in) runs those in PyTorch before its kernel (``_prologue``)."""
         inputs: list[Proxy] = [unvariableify(x) for x in region.inputs]
         outputs: list[Proxy] = [unvariableify(x) for x in region.outputs]
-        name = f"padvec{fusion_counter}"
+        name = f"{self.name}{fusion_counter}"
         head = self._prologue(list(region.bound_symbols))
         if head:
             return self._fuse_after_prologue(name, inputs, outputs, list(region.bound_symbols), head)
@@ -156,6 +161,9 @@ class PadvecExecutor(FusionExecutor):
             return False
         if not all(isinstance(unvariableify(x), TensorProxy) for x in (*region.inputs, *region.outputs)):
             return False
+        if self.required_ops is not None and not any(
+                p.sym.id in self.required_ops for b in bsyms for p in self.flatten(b)):
+            return False
         return self.get_fuel()
 
     def _unfoldable(self, trace: TraceCtx) -> set[int]:
@@ -207,7 +215,7 @@ class PadvecExecutor(FusionExecutor):
         fused_trace = update_fusion_call_ctx(dce(rematerialize(fused_trace)))
         _order_outputs_for_permutes(fused_trace)
         elapsed_ms = (time.perf_counter_ns() - start) // 1_000_000
-        fused_trace.set_provenance(TraceProvenance(f"padvec fusion (took {elapsed_ms} milliseconds)"))
+        fused_trace.set_provenance(TraceProvenance(f"{self.name} fusion (took {elapsed_ms} milliseconds)"))
         return fused_trace
 
 
@@ -324,3 +332,9 @@ def _pytorch_callable(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[Bou
 
 padvec = PadvecExecutor()
 register_executor(padvec)
+
+# Only the regions with a cat or a pad: RoPE's forward (a cat) and its backward (pads, from the slices),
+# with the pointwise ops around them. Pointwise-only regions (a norm's scaling, an MLP's gating) stay with
+# the executors after it, which can fuse them with the reductions and matmuls beside them.
+padvec_cat = PadvecExecutor("padvec_cat", required_ops=frozenset({prims.PrimIDs.CAT, prims.PrimIDs.PAD}))
+register_executor(padvec_cat)

@@ -1,22 +1,18 @@
 """One rank of the distributed tests (``test_distributed.py`` starts two): Thunder's ``ddp`` or ``fsdp``
-around the attention block of ``test_training``, padvec first, on the CPU (gloo, emulation) or one GPU
+around the attention block of ``thunder_padvec.examples``, padvec first, on the CPU (gloo, emulation) or one GPU
 per rank (NCCL). Prints one JSON line: the rank's losses, the gradients after the first step (ddp), and
 the devices padvec's kernels ran on."""
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import thunder_padvec  # noqa: F401  (before thunder)
 import thunder
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from thunder_padvec.examples import AttentionBlock
 from thunder_padvec.explain import fusions
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_training import AttentionBlock  # noqa: E402
 
 STEPS = 3
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from test_training import AttentionBlock
+from thunder_padvec.examples import AttentionBlock
 
 WORKER = Path(__file__).parent / "distributed_worker.py"
 

@@ -14,7 +14,7 @@ from thunder.core.trace import TraceCtx, tracectx
 
 from helpers import jit_and_run, randn, ulp_distance_bf16, unfused_ops
 from thunder_padvec import ops, padvec
-from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
+from thunder_padvec.examples import AttentionBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.explain import explain, fusions
 
 ROPE_SHAPES = [
@@ -212,8 +212,8 @@ def _train_beside(executor_name, device, dtype, generator):
     import test_training
 
     torch.manual_seed(0)
-    reference = test_training.AttentionBlock().to(device=device, dtype=dtype)
-    twin = test_training.AttentionBlock().to(device=device, dtype=dtype)
+    reference = AttentionBlock().to(device=device, dtype=dtype)
+    twin = AttentionBlock().to(device=device, dtype=dtype)
     twin.load_state_dict(reference.state_dict())
     x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
     target = randn(2, 8, 64, device=device, generator=generator)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from helpers import grads, randn
 from thunder_padvec import explain, padvec, padvec_cat
-from thunder_padvec.examples import litgpt_rope, qkv_split_rope, rope_one_entry
+from thunder_padvec.examples import AttentionBlock, LlamaBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 
 # (id, program, x shape, rope_n_elem, extra kwargs) ; programs take (x, cos, sin)
 GRAD_CASES = [
@@ -284,23 +284,6 @@ def test_a_backward_takes_one_row_a_thread_where_that_fits_twice_the_blocks_per_
     assert not planned_reports["backward"].replanned and not fitted_reports["forward"].replanned
 
 
-class AttentionBlock(torch.nn.Module):
-    """A Llama-style attention block: qkv projection, view, permute, split, grouped-query expand,
-    RoPE on q and k, scaled dot-product attention, output projection."""
-
-    def __init__(self, n_embd=64, n_head=4, n_query_groups=2, head_size=16, rope_n_elem=16):
-        super().__init__()
-        self.n_head, self.groups, self.head_size, self.rope_n_elem = n_head, n_query_groups, head_size, rope_n_elem
-        self.qkv = torch.nn.Linear(n_embd, (n_head + 2 * n_query_groups) * head_size, bias=False)
-        self.proj = torch.nn.Linear(n_head * head_size, n_embd, bias=False)
-
-    def forward(self, x, cos, sin):
-        B, T, _ = x.shape
-        q, k, v = qkv_split_rope(self.qkv(x), cos, sin, self.n_head, self.groups, self.head_size, self.rope_n_elem)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(B, T, self.n_head * self.head_size))
-
-
 def _train(model, make_jit, x, cos, sin, target, steps=4):
     model = make_jit(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -340,41 +323,15 @@ def test_attention_block_trains_like_eager_on_the_gpu(generator):
     _compare_training("cuda", torch.bfloat16, generator, 2e-2)
 
 
-class RMSNorm(torch.nn.Module):
-    def __init__(self, size, eps=1e-5):
-        super().__init__()
-        self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(size))
-        self.eps = eps
-
-    def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
-
-
-class LlamaBlock(torch.nn.Module):
-    """A whole Llama-style transformer block: RMSNorm, the attention block, RMSNorm, SwiGLU MLP, with
-    residual adds. Its pointwise ops outside RoPE (the norms' scaling, the gating) are what ``padvec``
-    claims and ``padvec_cat`` leaves to the executors after it."""
-
-    def __init__(self, n_embd=64, hidden=96):
-        super().__init__()
-        self.norm1, self.norm2 = RMSNorm(n_embd), RMSNorm(n_embd)
-        self.attn = AttentionBlock(n_embd)
-        self.fc1 = torch.nn.Linear(n_embd, hidden, bias=False)
-        self.fc2 = torch.nn.Linear(n_embd, hidden, bias=False)
-        self.out = torch.nn.Linear(hidden, n_embd, bias=False)
-
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.norm1(x), cos, sin)
-        h = self.norm2(x)
-        return x + self.out(F.silu(self.fc1(h)) * self.fc2(h))
-
-
 def _train_llama_block(executors, device, dtype, generator):
     """Eager's losses, and the losses and the jitted model of ``thunder.jit(block, executors=executors)``,
     from the same weights and inputs."""
     torch.manual_seed(0)
-    reference = LlamaBlock().to(device=device, dtype=dtype)
+    reference = LlamaBlock()
+    with torch.no_grad():  # norm weights other than ones
+        for norm in (reference.norm1, reference.norm2):
+            norm.weight.add_(0.1 * torch.randn(norm.weight.shape))
+    reference = reference.to(device=device, dtype=dtype)
     twin = LlamaBlock().to(device=device, dtype=dtype)
     twin.load_state_dict(reference.state_dict())
     x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)

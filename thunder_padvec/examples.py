@@ -1,4 +1,5 @@
-"""Built-in example programs: the seed's RoPE and its inputs, shared by the CLI, tests and benchmarks."""
+"""Built-in example programs: the seed's RoPE and its inputs, LitGPT's RoPE and attention prologue, and a
+Llama-style transformer block, shared by the CLI, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -61,3 +62,51 @@ def qkv_split_rope(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_he
     k = k.reshape(B, -1, T, head_size)
     v = v.reshape(B, -1, T, head_size)
     return litgpt_rope(q, cos, sin, rope_n_elem), litgpt_rope(k, cos, sin, rope_n_elem), v
+
+
+class AttentionBlock(torch.nn.Module):
+    """A Llama-style attention block: qkv projection, view, permute, split, grouped-query expand,
+    RoPE on q and k (:func:`qkv_split_rope`), causal scaled dot-product attention, output projection.
+    Its ``forward`` takes ``x [B, T, n_embd]`` and ``cos``, ``sin [T, rope_n_elem]``."""
+
+    def __init__(self, n_embd=64, n_head=4, n_query_groups=2, head_size=16, rope_n_elem=16):
+        super().__init__()
+        self.n_head, self.groups, self.head_size, self.rope_n_elem = n_head, n_query_groups, head_size, rope_n_elem
+        self.qkv = torch.nn.Linear(n_embd, (n_head + 2 * n_query_groups) * head_size, bias=False)
+        self.proj = torch.nn.Linear(n_head * head_size, n_embd, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        q, k, v = qkv_split_rope(self.qkv(x), cos, sin, self.n_head, self.groups, self.head_size, self.rope_n_elem)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, self.n_head * self.head_size))
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, size: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight).to(x.dtype)
+
+
+class LlamaBlock(torch.nn.Module):
+    """A whole Llama-style transformer block: RMSNorm, :class:`AttentionBlock`, RMSNorm, SwiGLU MLP, with
+    the residual adds. Beside RoPE it has the pointwise ops that ``padvec`` claims and ``padvec_cat``
+    leaves to the executors after it: the norms' scaling, the gating, the residual adds."""
+
+    def __init__(self, n_embd=64, n_head=4, n_query_groups=2, head_size=16, rope_n_elem=16, intermediate=96):
+        super().__init__()
+        self.norm1, self.norm2 = RMSNorm(n_embd), RMSNorm(n_embd)
+        self.attn = AttentionBlock(n_embd, n_head, n_query_groups, head_size, rope_n_elem)
+        self.fc1 = torch.nn.Linear(n_embd, intermediate, bias=False)
+        self.fc2 = torch.nn.Linear(n_embd, intermediate, bias=False)
+        self.out = torch.nn.Linear(intermediate, n_embd, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.norm1(x), cos, sin)
+        h = self.norm2(x)
+        return x + self.out(torch.nn.functional.silu(self.fc1(h)) * self.fc2(h))

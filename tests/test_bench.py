@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from thunder_padvec import configs
-from thunder_padvec.bench.cases import Case, build, cases, executor, with_backward
+from thunder_padvec.bench.block import BlockCase, BuiltBlock, checked, fusion_counts
+from thunder_padvec.bench.cases import Case, Unavailable, build, cases, executor, with_backward
 from thunder_padvec.bench.measure import check
 
 TINY = [configs.RopeConfig("tiny-gqa", 1, 4, 2, 32, 32, 8), configs.RopeConfig("tiny-seed", 2, 2, 2, 32, 8, 8)]
@@ -184,3 +185,69 @@ def test_a_keyboard_interrupt_that_thunders_tracing_wrapped_ends_the_run():
         call = SimpleNamespace(excinfo=None if err is None else SimpleNamespace(value=err))
         stops.pytest_runtest_makereport(SimpleNamespace(session=session), call)
         assert bool(session.shouldstop) == stop
+
+
+TINY_BLOCK = BlockCase(configs.RopeConfig("tiny-block", 1, 4, 2, 16, 16, 8), 64, 96)
+
+
+@pytest.mark.parametrize("name, counts", [
+    ("eager", None),
+    ("thunder", {"forward": 0, "padvec forward": 0, "backward": 0, "padvec backward": 0}),
+    ("padvec_cat", {"forward": 1, "padvec forward": 1, "backward": 1, "padvec backward": 1}),
+    ("padvec", None),
+])
+def test_block_executors_agree_with_eager_and_their_fusions_are_counted(emulated, name, counts):
+    built = BuiltBlock(TINY_BLOCK, device="cpu")
+    assert built.rope_pass_bytes[0] > 0 and built.rope_pass_bytes[1] > 0
+    step, jitted = checked(built, name)
+    assert len(step(*built.args)) == 1 + len(built.params)
+    if name == "padvec":  # the norms' scaling, the gating and the residual adds are fusions of their own
+        found = fusion_counts(jitted)
+        assert found["padvec forward"] > 1 and found["padvec backward"] > 1, found
+    elif counts is not None:
+        assert fusion_counts(jitted) == counts
+
+
+@pytest.mark.parametrize("name, raised", [("thunder", "Unavailable"), ("padvec_cat", "AssertionError")])
+def test_a_block_executor_that_disagrees_is_reported_and_padvec_fails_the_suite(emulated, name, raised):
+    built = BuiltBlock(TINY_BLOCK, device="cpu")
+    built.expected = [e + 1 for e in built.expected]  # a reference nobody matches
+    with pytest.raises((Unavailable, AssertionError)) as info:
+        checked(built, name)
+    assert type(info.value).__name__ == raised
+    assert "relative error" in str(info.value)
+
+
+def test_the_block_benchmark_has_a_table_of_its_own(tmp_path):
+    """Block records stay out of the RoPE table: they get their own file and section, with each executor's
+    time against torch.compile's and its fusions; a later report without them keeps the day's earlier ones."""
+    import json
+
+    from thunder_padvec.bench.report import main
+
+    def block(executor, ms, fusions=None):
+        return {"config": "L-b1", "form": "block", "pass_": "fwd+bwd", "dtype": "bfloat16", "executor": executor,
+                "median_ms": ms, "call_ms": ms + 0.5, "peak_memory_bytes": 2**30,
+                **({"fusions": fusions} if fusions else {})}
+
+    counts = {"forward": 3, "padvec forward": 1, "backward": 3, "padvec backward": 1}
+    run = {"datetime": "2026-01-01T10:00:00", "machine_info": {"gpu": "GPU X"}, "benchmarks": [
+        {"extra_info": i} for i in (_record("padvec", 1.0), _record("torch.compile", 1.1), block("torch.compile", 12.0),
+                                    block("padvec_cat+torchcompile", 10.0, counts), block("copy", 0.2))]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    main([str(path), "--out", str(tmp_path / "out")])
+    rows = json.loads((tmp_path / "out" / "2026-01-01-gpu-x.json").read_text())
+    assert [r["form"] for r in rows] == ["rope", "rope"]
+    blocks = json.loads((tmp_path / "out" / "2026-01-01-gpu-x-block.json").read_text())
+    assert [(b["executor"], b["speedup_vs_compile"]) for b in blocks] == [
+        ("torch.compile", 1.0), ("padvec_cat+torchcompile", 1.2), ("copy", 60.0)]
+    table = (tmp_path / "out" / "2026-01-01-gpu-x.md").read_text()
+    assert "| L-b1 | padvec_cat+torchcompile | 10.000 | 10.500 | 1.200x | 3 (1) / 3 (1) | 1.00 |" in table
+    # the RoPE rows alone, later that day: the block section is the earlier run's
+    run["benchmarks"] = run["benchmarks"][:2]
+    path.write_text(json.dumps(run))
+    main([str(path), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "2026-01-01-gpu-x.md").read_text()
+    assert "A Llama-style block, forward and backward (an earlier run, `2026-01-01-gpu-x-block.json`)" in table
+    assert "| L-b1 | padvec_cat+torchcompile |" in table

@@ -7,6 +7,9 @@
 #              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls)
 #   seed       the suite's seed rows alone, both passes
 #   host       the host-path benchmark
+#   block      the Llama-style block benchmark (benchmarks/test_block.py), both cases; block2, block3: the
+#              Llama-2-7b or the Llama-3-8B case alone (each compiles torch.compile's and Thunder's executors
+#              afresh; a part runs within 560 s)
 #   hunt       tools/hunt.py: random programs, partial rotations and RoPE prologues drawn anew (not the suite's
 #              fixed examples), 150 + 60 + 150 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -22,14 +25,15 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tmp/padvec-cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
-suite() {  # suite <name> <-k expression>
-  timeout -s INT 330 python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
+suite() {  # suite <name> <-k expression> [seconds]
+  timeout -s INT ${3:-330} python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \
     --benchmark-json=$OUT/run_$1.json -k "$2" 2>&1 | tee -a $OUT/suite.log | tail -1
 }
 
-declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host" [fwd_qkv]="qkv and not bwd"
+declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not test_block" [fwd_qkv]="qkv and not bwd"
                    [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd" [seed]="seed"
-                   [host]="test_host")
+                   [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
+                   [block3]="test_block and Llama-3")
 
 for part in ${@:-tests notebooks fwd bwd host}; do
   case $part in
@@ -40,6 +44,7 @@ for part in ${@:-tests notebooks fwd bwd host}; do
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|host) suite $part "${SELECT[$part]}" ;;
+    block|block2|block3) suite $part "${SELECT[$part]}" 560 ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

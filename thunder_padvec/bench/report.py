@@ -35,11 +35,22 @@ def host_records(run: dict) -> list[dict]:
     return [dict(b["extra_info"]) for b in run["benchmarks"] if (b.get("extra_info") or {}).get("kind") == "host"]
 
 
+def block_records(run: dict) -> list[dict]:
+    """The block benchmark's records (``benchmarks/test_block.py``), each with its ``speedup_vs_compile``."""
+    rows = []
+    for bench in run["benchmarks"]:
+        info = dict(bench.get("extra_info") or {})
+        if info.get("form") == "block" and "median_ms" in info:
+            info["pass"] = info.pop("pass_", "fwd+bwd")
+            rows.append(info)
+    return with_speedups(rows)
+
+
 def records(run: dict) -> list[dict]:
     rows = []
     for bench in run["benchmarks"]:
         info = dict(bench.get("extra_info") or {})
-        if "median_ms" not in info:
+        if "median_ms" not in info or info.get("form") == "block":
             continue
         info["pass"] = info.pop("pass_", "fwd")
         rows.append({k: info.get(k) for k in KEYS})
@@ -162,22 +173,57 @@ def _host_figure(h: dict) -> str:
     return text
 
 
-def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path, notes: tuple[str, ...] = ()) -> str:
+BLOCK_NOTE = (
+    "Forward and backward of a Llama-style block (RMSNorm, qkv projection, RoPE, causal attention, output "
+    "projection, RMSNorm, SwiGLU MLP; `thunder_padvec.bench.block`), batch 1, bf16: the gradients of the "
+    "input and of every weight. Device: median of CUDA-graph replays, L2 flushed before each. Call: CUDA "
+    "events around one call with its host work, one call at a time. Fusions: Thunder's fusions in the "
+    "forward / backward trace (padvec's in brackets). Copy: the RoPE prologue's minimal IO copied, forward "
+    "then backward, RoPE's share of the block at the roofline."
+)
+
+
+def block_markdown(rows: list[dict]) -> str:
+    lines = [BLOCK_NOTE, "", "| config | executor | device ms | call ms | device vs torch.compile | fusions fwd / bwd "
+             "| peak GiB |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f = r.get("fusions")
+        fused = (f"{f['forward']} ({f['padvec forward']}) / {f['backward']} ({f['padvec backward']})" if f else "-")
+        speedup = r.get("speedup_vs_compile")
+        lines.append(f"| {r['config']} | {r['executor']} | {r['median_ms']:.3f} | {r['call_ms']:.3f} | "
+                     + (f"{speedup:.3f}x" if speedup else "-") + f" | {fused} | {r['peak_memory_bytes'] / 2**30:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _kept(rows: list, path: Path) -> tuple[list, bool]:
+    """``(rows, earlier)``: a section's rows, or where this run has none the day's earlier ones from
+    ``path`` (``earlier``), which is written again."""
+    earlier = not rows and path.exists()
+    if earlier:
+        rows = json.loads(path.read_text())
+    if rows:
+        path.write_text(json.dumps(rows, indent=1) + "\n")
+    return rows, earlier
+
+
+def write(rows: list[dict], host: list[dict], gpu: str, date: str, out: Path, notes: tuple[str, ...] = (),
+          blocks: tuple[dict, ...] = ()) -> str:
     """Writes the results files of one run into ``out``; returns the markdown (``notes``: lines above
-    the table)."""
+    the table). The host path and the block benchmark have files of their own; a run without them keeps
+    and shows the day's earlier ones."""
     stem = f"{date}-{re.sub(r'[^A-Za-z0-9]+', '-', gpu).strip('-').lower()}"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
     title = f"RoPE suite, {gpu}, {date}"
     text = markdown(rows, title, notes) if rows else ""
-    host_file = out / f"{stem}-host.json"
-    earlier = not host and host_file.exists()
-    if earlier:  # this run measured no host path: the day's earlier one is kept and shown
-        host = json.loads(host_file.read_text())
-    if host:
-        text += "\n### Host path" + (f" (an earlier run, `{host_file.name}`)" if earlier else "") + "\n\n" + "\n".join(
-            f"- {h['what']}: {_host_figure(h)}" for h in host) + "\n"
-        host_file.write_text(json.dumps(host, indent=1) + "\n")
+    for heading, name, found, show in (
+            ("Host path", f"{stem}-host.json", host, lambda h: "\n".join(f"- {x['what']}: {_host_figure(x)}"
+                                                                        for x in h)),
+            ("A Llama-style block, forward and backward", f"{stem}-block.json", list(blocks), block_markdown)):
+        found, earlier = _kept(found, out / name)
+        if found:
+            text += f"\n### {heading}" + (f" (an earlier run, `{name}`)" if earlier else "") + "\n\n" + show(found)
+            text += "" if text.endswith("\n") else "\n"
     (out / f"{stem}.md").write_text(text)
     if rows:
         plot(rows, out / f"{stem}.png", title)
@@ -197,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
                   for i, n in replaced.items())
     gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
     date = max((r.get("datetime", "")[:10] for r in runs), default="") or "undated"
-    print(write(records(run), host_records(run), gpu, date, Path(args.out), notes))
+    print(write(records(run), host_records(run), gpu, date, Path(args.out), notes, tuple(block_records(run))))
 
 
 def _gpu_name(run: dict) -> str:

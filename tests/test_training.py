@@ -100,6 +100,25 @@ def test_float_twins_and_word_pairs_leave_the_gradients_bit_for_bit(emulated, ge
     assert twin.search(sources[0]["backward"]) and not twin.search(sources[1]["backward"])
 
 
+def test_a_segment_without_rows_takes_several_vectors_a_thread_and_loads_them_all_before_its_stores(
+        emulated, generator, monkeypatch):
+    """``vectorize.plan.PLAIN_VECTORS`` (an experiment, 1 by default): the grouped-query backward's v piece
+    (the cotangent's heads of a group summed) takes two 16-byte vectors a thread; every load of the thread
+    comes before its stores, and the gradients stay right."""
+    plan = importlib.import_module("thunder_padvec.vectorize.plan")
+    monkeypatch.setattr(plan, "PLAIN_VECTORS", 2)
+    _, _, jitted = _check_gradients(GRAD_CASES[3], "cpu", torch.bfloat16, generator)
+    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
+    index, v_piece = next((i, s) for i, s in enumerate(backward.plan.segments) if not s.whole_rows)
+    assert (v_piece.lanes, v_piece.chunk) == (16, 16) and v_piece.segment.shape[-1] == 32, v_piece.mapping
+    body = backward.source.split(f"padvec_segment{index}(", 1)[1].split("\n}\n", 1)[0]
+    loads = [m.start() for m in re.finditer(r"padvec_load\w*<", body)]
+    stores = [m.start() for m in re.finditer(r"padvec_store\w*<", body)]
+    # the two heads of each group summed: one load of two vectors for each, both before the stores
+    assert len(loads) == 2 and stores and max(loads) < min(stores), body
+    assert body.count("for (int j = 0; j < 16; j += 8)") == 3, body  # two loads and the store, two vectors each
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
 def test_rope_gradients_on_the_gpu(generator, case):

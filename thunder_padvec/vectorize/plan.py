@@ -96,6 +96,7 @@ MAX_ROWS_PER_THREAD = 4
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
+PLAIN_VECTORS = 1  # 16-byte vectors a thread takes in a segment without rows, where they divide its rows (experiments)
 ROW_SHARING = 0.7  # several rows per thread only where that cuts a row's loads to this fraction, at most
 ROW_PIECE_SHARING = 0.8  # ... and for a piece of rows (Segment.row_piece: partial rotary's rotated features)
 MIN_THREADS = 1 << 18  # a launch keeps at least this many threads (two waves of a large GPU)
@@ -589,6 +590,10 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int,
         if sharing is not None:
             return row, chunk, sharing
     lanes = min(lane_capacity(shape), chunk)
+    if PLAIN_VECTORS > 1 and shape and shape[-1] % (chunk * PLAIN_VECTORS) == 0:
+        # every vector's loads before the chunk's stores (a loop over vectors orders each one's loads after
+        # the previous store: ``benchmarks/NOTES.md``, the grouped-query backward's v piece)
+        lanes = min(lane_capacity(shape), chunk * PLAIN_VECTORS)
     return lanes, lanes, None
 
 

@@ -11,26 +11,12 @@ import pytest
 import torch
 
 from thunder_padvec.bench.block import BLOCKS, EXECUTORS, BuiltBlock, measure
-from thunder_padvec.bench.cases import Unavailable
+from thunder_padvec.bench.measure import bench, built_once
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the suite times a CUDA GPU")
-
-_built: dict = {}
-
-
-def _case(case) -> BuiltBlock:
-    if case.id not in _built:
-        _built.clear()  # one case's block at a time
-        _built[case.id] = BuiltBlock(case)
-    return _built[case.id]
 
 
 @pytest.mark.parametrize("name", [*EXECUTORS, "copy"])
 @pytest.mark.parametrize("case", BLOCKS, ids=[c.id for c in BLOCKS])
 def test_block(benchmark, case, name):
-    try:
-        record, run = measure(_case(case), name)
-    except Unavailable as reason:
-        pytest.skip(str(reason))
-    benchmark.extra_info.update(record)
-    benchmark.pedantic(lambda: (run(), torch.cuda.synchronize()), rounds=3, warmup_rounds=1)
+    bench(benchmark, lambda: measure(built_once(case.id, lambda: BuiltBlock(case)), name), rounds=3)

@@ -13,28 +13,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from thunder_padvec.bench.cases import EXECUTORS, Unavailable, cases
-from thunder_padvec.bench.measure import Built, measure
+from thunder_padvec.bench.cases import EXECUTORS, cases
+from thunder_padvec.bench.measure import Built, bench, built_once, measure
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the suite times a CUDA GPU")
 
 CASES = cases()
-_built: dict = {}
-
-
-def _case(case) -> Built:
-    if case.id not in _built:
-        _built.clear()  # one case's tensors at a time
-        _built[case.id] = Built(case)
-    return _built[case.id]
 
 
 @pytest.mark.parametrize("name", EXECUTORS)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_rope(benchmark, case, name):
-    try:
-        record, run = measure(_case(case), name)
-    except Unavailable as reason:
-        pytest.skip(str(reason))
-    benchmark.extra_info.update(record)
-    benchmark.pedantic(lambda: (run(), torch.cuda.synchronize()), rounds=5, warmup_rounds=1)
+    bench(benchmark, lambda: measure(built_once(case.id, lambda: Built(case)), name), rounds=5)

@@ -1,4 +1,5 @@
-"""Shared test helpers: random inputs, running through thunder.jit, what a trace left unfused."""
+"""Shared test helpers: random inputs, running through thunder.jit, what a trace left unfused, training beside
+eager."""
 
 from __future__ import annotations
 
@@ -60,3 +61,34 @@ def grads(fn, x, cos, sin, cotangents):
     outs = outs if isinstance(outs, tuple) else (outs,)
     torch.autograd.backward(outs, cotangents)
     return outs, x.grad
+
+
+def train(model, make_jit, x, cos, sin, target, steps=4):
+    """``(losses, jitted)``: ``make_jit(model)`` trained ``steps`` SGD steps on an MSE loss."""
+    model = make_jit(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x, cos, sin).float(), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, model
+
+
+def train_beside_eager(make_model, executors, device, dtype, generator, steps=2):
+    """``(losses, eager losses, jitted)``: a model of ``make_model()`` (taking ``x [2, 8, 64]`` and ``cos``,
+    ``sin [8, 16]``) trained in eager, and its twin with the same weights under ``thunder.jit(executors=...)``,
+    on the same fresh random inputs."""
+    torch.manual_seed(0)
+    reference = make_model().to(device=device, dtype=dtype)
+    twin = make_model().to(device=device, dtype=dtype)
+    twin.load_state_dict(reference.state_dict())
+    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
+    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
+    target = randn(2, 8, 64, device=device, generator=generator)
+    eager, _ = train(reference, lambda m: m, x, cos, sin, target, steps)
+    losses, jitted = train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target, steps)
+    return losses, eager, jitted

@@ -251,3 +251,24 @@ def test_the_block_benchmark_has_a_table_of_its_own(tmp_path):
     table = (tmp_path / "out" / "2026-01-01-gpu-x.md").read_text()
     assert "A Llama-style block, forward and backward (an earlier run, `2026-01-01-gpu-x-block.json`)" in table
     assert "| L-b1 | padvec_cat+torchcompile |" in table
+
+
+def test_a_suite_row_records_its_measure_and_skips_an_executor_that_cannot_run():
+    from types import SimpleNamespace
+
+    from thunder_padvec.bench.measure import bench, built_once
+
+    made = []
+    assert built_once("a", lambda: made.append("a") or "A") == "A"
+    assert built_once("a", lambda: made.append("again") or "B") == "A"  # the same case: built once
+    assert built_once("b", lambda: made.append("b") or "B") == "B" and made == ["a", "b"]
+    timed = []
+    benchmark = SimpleNamespace(extra_info={}, pedantic=lambda fn, rounds, warmup_rounds: timed.append(rounds))
+    bench(benchmark, lambda: ({"executor": "padvec", "median_ms": 1.0}, lambda: None), rounds=3)
+    assert benchmark.extra_info == {"executor": "padvec", "median_ms": 1.0} and timed == [3]
+
+    def unavailable():
+        raise Unavailable("liger-kernel does not import")
+
+    with pytest.raises(pytest.skip.Exception, match="liger-kernel does not import"):
+        bench(benchmark, unavailable, rounds=3)

@@ -12,7 +12,7 @@ from thunder.core.devices import Device
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, tracectx
 
-from helpers import jit_and_run, randn, ulp_distance_bf16, unfused_ops
+from helpers import jit_and_run, randn, train_beside_eager, ulp_distance_bf16, unfused_ops
 from thunder_padvec import ops, padvec
 from thunder_padvec.examples import AttentionBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.explain import explain, fusions
@@ -209,21 +209,8 @@ def test_a_region_of_ops_a_kernel_cannot_take_runs_in_pytorch(emulated, generato
 def _train_beside(executor_name, device, dtype, generator):
     """The attention block of the training tests, trained in eager and with ``executors=[padvec,
     <executor_name>]``: both runs' losses, and the jitted model."""
-    import test_training
-
-    torch.manual_seed(0)
-    reference = AttentionBlock().to(device=device, dtype=dtype)
-    twin = AttentionBlock().to(device=device, dtype=dtype)
-    twin.load_state_dict(reference.state_dict())
-    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
-    target = randn(2, 8, 64, device=device, generator=generator)
-    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    eager, _ = test_training._train(reference, lambda m: m, x, cos, sin, target, steps=2)
-    executors = [padvec, thunder.get_executor(executor_name)]
-    losses, jitted = test_training._train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target,
-                                          steps=2)
-    return losses, eager, jitted
+    return train_beside_eager(AttentionBlock, [padvec, thunder.get_executor(executor_name)], device, dtype,
+                              generator)
 
 
 def test_padvec_composes_with_executors_after_it_that_rematerialize(emulated, generator):

@@ -12,9 +12,8 @@ import re
 import pytest
 import thunder
 import torch
-import torch.nn.functional as F
 
-from helpers import grads, randn
+from helpers import grads, randn, train_beside_eager
 from thunder_padvec import explain, padvec, padvec_cat
 from thunder_padvec.examples import AttentionBlock, LlamaBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 
@@ -303,30 +302,8 @@ def test_a_backward_takes_one_row_a_thread_where_that_fits_twice_the_blocks_per_
     assert not planned_reports["backward"].replanned and not fitted_reports["forward"].replanned
 
 
-def _train(model, make_jit, x, cos, sin, target, steps=4):
-    model = make_jit(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = F.mse_loss(model(x, cos, sin).float(), target)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses, model
-
-
 def _compare_training(device, dtype, generator, rtol):
-    torch.manual_seed(0)
-    reference = AttentionBlock().to(device=device, dtype=dtype)
-    twin = AttentionBlock().to(device=device, dtype=dtype)
-    twin.load_state_dict(reference.state_dict())
-    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
-    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    target = randn(2, 8, 64, device=device, generator=generator)
-    eager_losses, _ = _train(reference, lambda m: m, x, cos, sin, target)
-    losses, jitted = _train(twin, lambda m: thunder.jit(m, executors=[padvec]), x, cos, sin, target)
+    losses, eager_losses, jitted = train_beside_eager(AttentionBlock, [padvec], device, dtype, generator, steps=4)
     assert eager_losses[-1] < eager_losses[0]  # it trains
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(eager_losses), rtol=rtol, atol=0)
     assert {r.trace for r in explain(jitted)} == {"forward", "backward"}
@@ -342,24 +319,16 @@ def test_attention_block_trains_like_eager_on_the_gpu(generator):
     _compare_training("cuda", torch.bfloat16, generator, 2e-2)
 
 
-def _train_llama_block(executors, device, dtype, generator):
-    """Eager's losses, and the losses and the jitted model of ``thunder.jit(block, executors=executors)``,
-    from the same weights and inputs."""
-    torch.manual_seed(0)
-    reference = LlamaBlock()
+def _llama_block() -> LlamaBlock:
+    block = LlamaBlock()
     with torch.no_grad():  # norm weights other than ones
-        for norm in (reference.norm1, reference.norm2):
+        for norm in (block.norm1, block.norm2):
             norm.weight.add_(0.1 * torch.randn(norm.weight.shape))
-    reference = reference.to(device=device, dtype=dtype)
-    twin = LlamaBlock().to(device=device, dtype=dtype)
-    twin.load_state_dict(reference.state_dict())
-    x = randn(2, 8, 64, dtype=dtype, device=device, generator=generator)
-    cos = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    sin = randn(8, 16, dtype=dtype, device=device, generator=generator)
-    target = randn(2, 8, 64, device=device, generator=generator)
-    eager, _ = _train(reference, lambda m: m, x, cos, sin, target, steps=2)
-    losses, jitted = _train(twin, lambda m: thunder.jit(m, executors=executors), x, cos, sin, target, steps=2)
-    return losses, eager, jitted
+    return block
+
+
+def _train_llama_block(executors, device, dtype, generator):
+    return train_beside_eager(_llama_block, executors, device, dtype, generator)
 
 
 def _fusion_names(jitted) -> dict[str, list[str]]:

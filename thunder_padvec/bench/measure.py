@@ -116,4 +116,28 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
     return record, run
 
 
-__all__ = ["Built", "Unavailable", "check", "measure", "peak_bytes", "release_cached_memory"]
+_built: dict = {}
+
+
+def built_once(key: str, make):
+    """``make()``, kept for the tests of the same case: one case's tensors at a time."""
+    if key not in _built:
+        _built.clear()
+        _built[key] = make()
+    return _built[key]
+
+
+def bench(benchmark, measured, rounds: int) -> None:
+    """One suite row: ``measured()`` gives ``(record, run)`` (an executor that can't run here skips with
+    the reason); the record lands in ``extra_info`` and pytest-benchmark times ``run`` too."""
+    import pytest
+
+    try:
+        record, run = measured()
+    except Unavailable as reason:
+        pytest.skip(str(reason))
+    benchmark.extra_info.update(record)
+    benchmark.pedantic(lambda: (run(), torch.cuda.synchronize()), rounds=rounds, warmup_rounds=1)
+
+
+__all__ = ["Built", "Unavailable", "bench", "built_once", "check", "measure", "peak_bytes", "release_cached_memory"]

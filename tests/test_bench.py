@@ -272,3 +272,30 @@ def test_a_suite_row_records_its_measure_and_skips_an_executor_that_cannot_run()
 
     with pytest.raises(pytest.skip.Exception, match="liger-kernel does not import"):
         bench(benchmark, unavailable, rounds=3)
+
+
+@pytest.mark.parametrize("name", ["padvec_cat", "eager"])
+def test_a_block_record_has_the_times_the_fusions_and_padvecs_kernels(emulated, monkeypatch, name):
+    """``bench.block.measure`` on the CPU, its GPU timers replaced: the record the report reads."""
+    from thunder_padvec import timing
+    from thunder_padvec.bench import block
+    from thunder_padvec.bench import measure as measure_module
+
+    timed = []
+    monkeypatch.setattr(timing, "graph_median_ms", lambda run, repeats: timed.append("graph") or run() and 2.0)
+    monkeypatch.setattr(timing, "median_ms", lambda run, repeats, warmup, flush: timed.append(flush) or run() and 3.0)
+    monkeypatch.setattr(measure_module, "peak_bytes", lambda fn, args: fn(*args) and 123)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "GPU X")
+    record, run = block.measure(BuiltBlock(TINY_BLOCK, device="cpu"), name)
+    assert len(run()) == 1 + 7  # the input's gradient and the block's seven weights'
+    assert timed == [False, "graph"]  # the call with its host work, then the graph's replays
+    assert {k: record[k] for k in ("config", "form", "pass_", "executor", "median_ms", "call_ms",
+                                   "peak_memory_bytes", "gpu")} == {
+        "config": "tiny-block-b1", "form": "block", "pass_": "fwd+bwd", "executor": name, "median_ms": 2.0,
+        "call_ms": 3.0, "peak_memory_bytes": 123, "gpu": "GPU X"}
+    if name == "padvec_cat":
+        assert record["fusions"] == {"forward": 1, "padvec forward": 1, "backward": 1, "padvec backward": 1}
+        assert [line.split(" | ")[0] for line in record["kernels"]] == ["padvec_cat0 (forward)",
+                                                                         "padvec_cat1 (backward)"]
+    else:
+        assert "fusions" not in record and "kernels" not in record

@@ -20,6 +20,7 @@ import torch
 
 from .. import configs
 from ..examples import LlamaBlock
+from . import cases
 from .cases import Case, Unavailable, backward_bytes, build
 
 # name: (executors before Thunder's defaults, after them); None: not Thunder
@@ -91,11 +92,8 @@ class BuiltBlock:
 
 def executor(name: str, model):
     """``model`` run the way ``name`` does (see ``EXECUTORS``)."""
-    if name == "eager":
-        return model
-    if name == "torch.compile":
-        torch._dynamo.reset()  # static shapes, no automatic dynamic shapes carried over
-        return torch.compile(model, dynamic=False)
+    if EXECUTORS[name] is None:  # eager, torch.compile: as the RoPE suite runs them
+        return cases.executor(name, None, model)
     before, after = EXECUTORS[name]
     listed = [*(thunder.get_executor(e) for e in before), *thunder.get_default_executors(),
               *(thunder.get_executor(e) for e in after)]

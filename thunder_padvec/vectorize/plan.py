@@ -589,11 +589,10 @@ def choose_lanes(kernel: ir.Kernel, segment: Segment, max_row_bytes: int,
         sharing = share_rows(kernel, segment, chunk, least=2, min_threads=min_threads, team_scale=team_scale)
         if sharing is not None:
             return row, chunk, sharing
-    lanes = min(lane_capacity(shape), chunk)
-    if PLAIN_VECTORS > 1 and shape and shape[-1] % (chunk * PLAIN_VECTORS) == 0:
-        # every vector's loads before the chunk's stores (a loop over vectors orders each one's loads after
-        # the previous store: ``benchmarks/NOTES.md``, the grouped-query backward's v piece)
-        lanes = min(lane_capacity(shape), chunk * PLAIN_VECTORS)
+    # several vectors in one chunk: every vector's loads before the chunk's stores (a loop over vectors
+    # orders each one's loads after the previous store: ``benchmarks/NOTES.md``, the grouped-query v piece)
+    vectors = PLAIN_VECTORS if shape and shape[-1] % (chunk * PLAIN_VECTORS) == 0 else 1
+    lanes = min(lane_capacity(shape), chunk * vectors)
     return lanes, lanes, None
 
 

@@ -1,8 +1,10 @@
 import os
 import tempfile
 
-# Poisoned outputs make unwritten elements show; a private kernel cache keeps runs independent.
+# Poisoned outputs make unwritten elements show; a private kernel cache keeps runs independent; strict
+# mode makes a region that would fall back to PyTorch fail its test instead of passing with PyTorch's answer.
 os.environ.setdefault("THUNDER_PADVEC_POISON", "1")
+os.environ.setdefault("THUNDER_PADVEC_STRICT", "1")
 os.environ.setdefault("THUNDER_PADVEC_CACHE_DIR", tempfile.mkdtemp(prefix="padvec-test-cache-"))
 
 import thunder_padvec  # noqa: E402  (the compat shim must run before Thunder is imported)

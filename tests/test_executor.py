@@ -16,6 +16,7 @@ from helpers import jit_and_run, randn, train_beside_eager, ulp_distance_bf16, u
 from thunder_padvec import ops, padvec
 from thunder_padvec.examples import AttentionBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.explain import explain, fusions
+from thunder_padvec.fusion import Fallback
 
 ROPE_SHAPES = [
     pytest.param((2, 2, 16, 32, 8), id="rope8-of-32"),
@@ -108,9 +109,32 @@ def test_checkers_decline_bad_input_without_raising(emulated):
         assert check[prims.add.id](_proxy((4, 4), dtypes.float64), 1.0)
         assert not check[prims.add.id](_proxy((4, 4), dtypes.complex64), 1.0)  # dtype
         assert not check[prims.add.id](_proxy((4, 4), dtypes.int32), 1)
+        assert check[prims.broadcast_in_dim.id](_proxy((4, 1)), (2, 4, 3), (1, 2))
+        assert not check[prims.broadcast_in_dim.id](_proxy((4, 4)), (4, 5), ())  # dims missing
+        assert not check[prims.broadcast_in_dim.id](_proxy((4, 4)), (4, 5), (0, 1))  # 4 to 5
+        assert not check[prims.broadcast_in_dim.id](_proxy((4, 4)), (4, 4, 4), (1, 0))  # dims out of order
         for c in check.values():  # garbage never raises
             assert c(object(), None) is False
             assert c() is False
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_zero_dim_value_the_region_computes_broadcasts_against_the_shape_it_meets(emulated, generator, dtype):
+    """Thunder's elementwise prims take a 0-d tensor beside tensors of any shape, as PyTorch does: the
+    full sum of a row block, scaling the block's pad, or choosing between two cats."""
+    programs = [
+        lambda a, k: a.sum() * k + a,
+        lambda a, k: torch.nn.functional.pad(a, (3, -1), value=7.0) * a.sum(),
+        lambda a, k: torch.where(a.sum() > k, torch.cat((a, -a), -1), torch.cat((-a, a), -1)),
+    ]
+    a, k = randn(3, 5, dtype=dtype, generator=generator), randn((), dtype=dtype, generator=generator)
+    for fn in programs:
+        jitted, out, trace = jit_and_run(fn, a, k)
+        (fusion, _), = fusions(trace)
+        assert fusion.name == "padvec0" and not isinstance(fusion.last, Fallback)  # a kernel ran
+        want = fn(a, k)
+        assert out.dtype == want.dtype and not out.isnan().any()
+        torch.testing.assert_close(out, want, rtol=1e-5 if dtype == torch.float32 else 1.6e-2, atol=1e-5)
 
 
 def test_cpu_proxies_are_declined_without_emulation():

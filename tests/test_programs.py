@@ -1,8 +1,9 @@
 """Random programs of pad, slice, cat, casts and pointwise ops, through padvec, against eager.
 
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
-ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their dims, sums over small dims), the shapes (sizes 0 to 9, and rows of 16 to 64 that
-threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
+ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
+dims, sums over small dims, 0-d sums scaling a whole value), the shapes (sizes 0 to 9, and rows of 16 to
+64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
 (contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
 planned. Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
@@ -36,7 +37,7 @@ def programs(draw):
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
-                                                                  "permute", "split", "sum"]),
+                                                                  "permute", "split", "sum", "total"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
@@ -118,6 +119,11 @@ def _program(spec):
                 v = (v + 1).reshape(*v.shape[:dim], outer, size // outer, *v.shape[dim + 1:])
             elif kind == "sum":  # over a small dim, as an expand's gradient sums the expanded heads
                 v = (v * 2).sum(dim=dim, keepdim=bool(r % 2)) if v.dim() > 1 else v
+            elif kind == "total":  # a 0-d sum of a corner of v, scaling all of v (Thunder broadcasts it)
+                corner = v
+                for d in range(v.dim()):
+                    corner = corner.narrow(d, 0, min(2, v.shape[d]))
+                v = v * (corner.sum() * 0.25).to(v.dtype)
             values.append(v)
         return values[-1], values[len(values) // 2]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers import jit_and_run, randn
-from thunder_padvec.errors import CompileError
+from thunder_padvec.errors import CompileError, InternalError
 from thunder_padvec.examples import rope_one_entry
 from thunder_padvec.runtime import cache
 
@@ -109,6 +109,7 @@ def test_two_processes_compiling_at_once_both_succeed_and_leave_the_cache_valid(
 
 
 def test_a_failed_compile_falls_back_to_pytorch_with_one_warning(monkeypatch, emulated, generator, tmp_path):
+    monkeypatch.delenv("THUNDER_PADVEC_STRICT")
     monkeypatch.setenv("THUNDER_PADVEC_CXX", "false")  # a "compiler" that always fails
     monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
     monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", "off")
@@ -123,6 +124,7 @@ def test_a_failed_compile_falls_back_to_pytorch_with_one_warning(monkeypatch, em
 
 
 def test_a_module_that_does_not_load_falls_back_naming_the_source(monkeypatch, emulated, generator, tmp_path):
+    monkeypatch.delenv("THUNDER_PADVEC_STRICT")
     from thunder_padvec import fusion
 
     monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
@@ -145,6 +147,50 @@ def test_strict_mode_raises_the_typed_error(monkeypatch, emulated, generator, tm
     with pytest.raises(CompileError) as info:
         jit_and_run(rope_one_entry, *_rope_args(generator))
     assert info.value.source_path.parent == tmp_path and info.value.source_path.exists()
+
+
+def test_a_fault_of_padvecs_own_falls_back_to_pytorch_and_strict_mode_raises_it(monkeypatch, emulated, generator):
+    from thunder_padvec import fusion
+
+    def broken(*args, **kwargs):
+        raise IndexError("a planning fault")
+
+    monkeypatch.setattr(fusion.vectorize, "plan", broken)
+    args = _rope_args(generator)
+    monkeypatch.delenv("THUNDER_PADVEC_STRICT", raising=False)
+    with pytest.warns(RuntimeWarning, match="runs in PyTorch: an internal error .*IndexError: a planning fault"):
+        jitted, out, trace = jit_and_run(rope_one_entry, *args)
+    assert "padvec0" in str(trace) and torch.equal(out, rope_one_entry(*args))
+    monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")
+    with pytest.raises(InternalError) as info:
+        jit_and_run(rope_one_entry, *args)
+    assert isinstance(info.value.__cause__, IndexError)
+
+
+def test_a_fault_of_padvecs_own_while_lowering_falls_back_to_pytorch(monkeypatch, emulated, generator):
+    import sys
+
+    def broken(*args, **kwargs):
+        raise KeyError("a lowering fault")
+
+    monkeypatch.setattr(sys.modules["thunder_padvec.executor"], "lower", broken)
+    args = _rope_args(generator)
+    monkeypatch.delenv("THUNDER_PADVEC_STRICT", raising=False)
+    with pytest.warns(RuntimeWarning, match="padvec0 runs in PyTorch: an internal error .*KeyError"):
+        _, out, trace = jit_and_run(rope_one_entry, *args)
+    assert "padvec0" in str(trace) and torch.equal(out, rope_one_entry(*args))
+    monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")
+    with pytest.raises(InternalError) as info:
+        jit_and_run(rope_one_entry, *args)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_a_call_with_the_wrong_tensors_is_a_type_error_not_a_fallback(emulated, generator):
+    jitted, _, trace = jit_and_run(rope_one_entry, *_rope_args(generator))
+    fusion = next(b for b in trace.bound_symbols if b.sym.name == "padvec0")._call_ctx["padvec0"]
+    x, cos, sin, _ = _rope_args(generator)
+    with pytest.raises(TypeError, match="input .* should be"):
+        fusion(torch.cat((x, x), -1), cos, sin)
 
 
 def _reset_host_target(monkeypatch):

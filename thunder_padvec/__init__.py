@@ -30,7 +30,7 @@ with warnings.catch_warnings():  # Thunder warns at import about optional execut
     warnings.filterwarnings("ignore", message=".*module not found")
     import thunder  # noqa: E402, F401
 
-from .errors import CompileError, LaunchError, PadvecError  # noqa: E402
+from .errors import CompileError, InternalError, LaunchError, PadvecError, UnsupportedError  # noqa: E402
 from .executor import padvec, padvec_cat  # noqa: E402
 from .explain import explain  # noqa: E402
 
@@ -43,6 +43,8 @@ __all__ = [
     "PadvecError",
     "CompileError",
     "LaunchError",
+    "UnsupportedError",
+    "InternalError",
     "__version__",
 ]
 

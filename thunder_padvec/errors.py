@@ -28,3 +28,8 @@ class LaunchError(PadvecError):
 
 class UnsupportedError(PadvecError):
     """A region padvec claimed turns out, for the tensors of a call, to be beyond what it can run."""
+
+
+class InternalError(PadvecError):
+    """padvec failed on a region it claimed, by a fault of its own (not of the region or of the call): the
+    original exception is the cause. The region runs in PyTorch instead, unless ``THUNDER_PADVEC_STRICT``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+import warnings
 
 from thunder.core import prims, utils
 from thunder.core.proxies import Proxy, TensorProxy, Variable, unvariableify, variableify
@@ -22,7 +23,8 @@ from thunder.executors.passes import update_fusion_call_ctx
 from thunder.executors.utils import Region
 from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
-from . import __version__, ops
+from . import __version__, knobs, ops
+from .errors import InternalError
 from .explain import fusions
 from .fusion import PadvecFusion, WithPrologue
 from .lower import lower
@@ -87,6 +89,14 @@ class PadvecExecutor(FusionExecutor):
             if raise_unfoldable:
                 raise
             log.debug("%s runs in PyTorch: %s", name, err)
+            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
+                                                     outputs=outputs, bsyms=flat)
+        except Exception as err:  # a fault of padvec's own: the region runs in PyTorch, as its checkers had declined
+            internal = InternalError(f"an internal error while lowering the region ({type(err).__name__}: {err}); "
+                                     "please report it with the region's trace")
+            if knobs.strict():
+                raise internal from err
+            warnings.warn(f"{name} runs in PyTorch: {internal}", RuntimeWarning, stacklevel=2)
             return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
                                                      outputs=outputs, bsyms=flat)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from . import codegen, ir, knobs, vectorize
-from .errors import LaunchError, PadvecError
+from .errors import InternalError, LaunchError, PadvecError
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, fit_blocks, schedule
@@ -372,8 +372,15 @@ class PadvecFusion:
         return outputs
 
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
+        self._check_arguments(device, args)
         try:
-            return self._specialize(device, args, outputs)
+            try:
+                return self._specialize(device, args, outputs)
+            except PadvecError:
+                raise
+            except Exception as err:  # a fault of padvec's own: the call still gets PyTorch's answer
+                raise InternalError(f"an internal error while building the kernel ({type(err).__name__}: {err}); "
+                                    "please report it with the region's trace") from err
         except PadvecError as err:
             if knobs.strict() or self._fallback is None:
                 raise
@@ -391,7 +398,6 @@ class PadvecFusion:
                 raise TypeError(f"{self.name}: input {node.name} should be {want}, got {got}")
 
     def _specialize(self, device: torch.device, args, outputs) -> Specialization:
-        self._check_arguments(device, args)
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
         strides = tuple(tuple(o.stride()) for o in outputs)

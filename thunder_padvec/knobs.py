@@ -7,7 +7,7 @@ Values are read when asked for, not at import, so a test or a notebook can chang
 | ``THUNDER_PADVEC_EMULATE`` | ``1``: claim CPU tensors and run the generated kernels on the host (g++) | off |
 | ``THUNDER_PADVEC_CACHE_DIR`` | folder of the on-disk kernel cache; ``off`` disables it | ``~/.cache/thunder_padvec`` |
 | ``THUNDER_PADVEC_DUMP_DIR`` | folder where every generated source is written | ``<tmp>/thunder_padvec-<user>/dump`` |
-| ``THUNDER_PADVEC_STRICT`` | ``1``: a failed compile raises instead of falling back to PyTorch | off |
+| ``THUNDER_PADVEC_STRICT`` | ``1``: a failed compile or load, or an internal error, raises (no fallback) | off |
 | ``THUNDER_PADVEC_LOG_LEVEL`` | level of the ``thunder_padvec`` logger (``DEBUG``, ``INFO``, ...) | ``WARNING`` |
 | ``THUNDER_PADVEC_CXX`` | host C++ compiler used by emulation | ``g++`` |
 | ``THUNDER_PADVEC_TUNE`` | ``0``: no measured choices between launch variants (the default variant) | on |

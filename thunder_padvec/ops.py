@@ -125,6 +125,22 @@ class Lowering:
     def add(self, node: ir.Node) -> None:
         self.nodes.append(node)
 
+    def operand_at(self, x, out: TensorProxy) -> ir.Operand:
+        """``x`` as an operand of an elementwise ``out``: a 0-d tensor beside tensors of higher rank (which
+        Thunder's elementwise prims accept, as PyTorch does) becomes an explicit broadcast to ``out``'s shape,
+        so that every tensor operand has the shape of the node that reads it."""
+        operand = self.operand(x)
+        if not (isinstance(x, TensorProxy) and x.ndim == 0 and out.ndim > 0):
+            return operand
+        taken = {n.name for n in self.nodes}
+        k = 0
+        while f"{operand}.b{k}" in taken:
+            k += 1
+        shape = self.tensor_type(out).shape
+        node = ir.Broadcast(f"{operand}.b{k}", ir.TensorType(shape, ir_dtype(x.dtype)), operand, ())
+        self.add(node)
+        return node.name
+
 
 Translator = Callable[[object, Lowering], "ir.Node | ir.Scalar"]
 OPS: dict[object, tuple[Callable[..., bool], Translator]] = {}
@@ -155,7 +171,7 @@ def _where_problem(pred, a, b) -> str | None:
 def _elementwise_translator(op: str) -> Translator:
     def translate(bsym, lowering: Lowering) -> ir.Node:
         out = bsym.output
-        operands = tuple(lowering.operand(a) for a in bsym.args)
+        operands = tuple(lowering.operand_at(a, out) for a in bsym.args)
         return ir.Elementwise(out.name, lowering.tensor_type(out), op, operands)
 
     return translate
@@ -194,7 +210,15 @@ def _translate_convert(bsym, lowering: Lowering):
 def _broadcast_in_dim_problem(a, shape, broadcast_dims) -> str | None:
     if not all(isinstance(s, int) for s in (*shape, *broadcast_dims)):
         return "symbolic broadcast"
+    if not _valid_broadcast(tuple(a.shape), tuple(shape), tuple(broadcast_dims)):
+        return f"an invalid broadcast of {tuple(a.shape)} to {tuple(shape)} along dims {tuple(broadcast_dims)}"
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _valid_broadcast(shape: tuple[int, ...], to: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    """``broadcast_in_dim``'s contract: one increasing result dim per operand dim, of the same size or 1."""
+    return (len(dims) == len(shape) and all(0 <= d < len(to) for d in dims) and list(dims) == sorted(set(dims))
+            and all(s in (1, to[d]) for s, d in zip(shape, dims)))
 
 
 def _translate_broadcast(bsym, lowering: Lowering) -> ir.Node:

@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 
 os.environ.setdefault("THUNDER_PADVEC_POISON", "1")
+os.environ.setdefault("THUNDER_PADVEC_STRICT", "1")  # a fallback to PyTorch is a failure here
 os.environ.setdefault("THUNDER_PADVEC_CACHE_DIR", tempfile.mkdtemp(prefix="padvec-hunt-"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 

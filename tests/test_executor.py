@@ -16,7 +16,7 @@ from helpers import jit_and_run, randn, train_beside_eager, ulp_distance_bf16, u
 from thunder_padvec import ops, padvec
 from thunder_padvec.examples import AttentionBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.explain import explain, fusions
-from thunder_padvec.fusion import Fallback
+from thunder_padvec.fusion import Fallback, PadvecFusion
 
 ROPE_SHAPES = [
     pytest.param((2, 2, 16, 32, 8), id="rope8-of-32"),
@@ -135,6 +135,23 @@ def test_a_zero_dim_value_the_region_computes_broadcasts_against_the_shape_it_me
         want = fn(a, k)
         assert out.dtype == want.dtype and not out.isnan().any()
         torch.testing.assert_close(out, want, rtol=1e-5 if dtype == torch.float32 else 1.6e-2, atol=1e-5)
+
+
+def test_a_region_whose_trace_contradicts_itself_runs_in_pytorch(emulated):
+    """Thunder 0.2.6's gradient of ``prims.mul`` with a 0-d operand records a result of the other operand's
+    shape as 0-d: a kernel would trust the record, so the region is left to PyTorch, as ops that say it."""
+    from types import SimpleNamespace
+
+    from thunder_padvec.errors import InconsistentTrace
+    from thunder_padvec.lower import lower
+
+    with tracectx(TraceCtx()):
+        a, g, wrong = _proxy((3,)), _proxy((3,)), _proxy(())
+        mul = prims.mul.bind(a, g, output=wrong)
+        with pytest.raises(InconsistentTrace, match=r"of shape \(\) reads .* of shape \(3,\)"):
+            lower([a, g], [wrong], [mul])
+        fused = padvec.fuse(SimpleNamespace(inputs=[a, g], outputs=[wrong], bound_symbols=[mul]), 0)
+    assert fused.sym.name == "padvec0" and not isinstance(fused._call_ctx["padvec0"], PadvecFusion)
 
 
 def test_cpu_proxies_are_declined_without_emulation():

@@ -30,6 +30,11 @@ class UnsupportedError(PadvecError):
     """A region padvec claimed turns out, for the tensors of a call, to be beyond what it can run."""
 
 
+class InconsistentTrace(UnsupportedError):
+    """A region whose trace contradicts itself (an op's operand of another shape than its result, as some
+    of Thunder's gradient rules record): it runs in PyTorch, which computes what the ops say."""
+
+
 class InternalError(PadvecError):
     """padvec failed on a region it claimed, by a fault of its own (not of the region or of the call): the
     original exception is the cause. The region runs in PyTorch instead, unless ``THUNDER_PADVEC_STRICT``."""

@@ -24,7 +24,7 @@ from thunder.executors.utils import Region
 from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
 from . import __version__, knobs, ops
-from .errors import InternalError
+from .errors import InconsistentTrace, InternalError
 from .explain import fusions
 from .fusion import PadvecFusion, WithPrologue
 from .lower import lower
@@ -88,6 +88,10 @@ class PadvecExecutor(FusionExecutor):
         except UnfoldableReshape as err:
             if raise_unfoldable:
                 raise
+            log.debug("%s runs in PyTorch: %s", name, err)
+            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
+                                                     outputs=outputs, bsyms=flat)
+        except InconsistentTrace as err:
             log.debug("%s runs in PyTorch: %s", name, err)
             return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
                                                      outputs=outputs, bsyms=flat)

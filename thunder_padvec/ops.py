@@ -17,6 +17,7 @@ from thunder.core.devices import DeviceType
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from . import ir, knobs
+from .errors import InconsistentTrace
 
 log = logging.getLogger("thunder_padvec")
 
@@ -130,8 +131,10 @@ class Lowering:
         Thunder's elementwise prims accept, as PyTorch does) becomes an explicit broadcast to ``out``'s shape,
         so that every tensor operand has the shape of the node that reads it."""
         operand = self.operand(x)
-        if not (isinstance(x, TensorProxy) and x.ndim == 0 and out.ndim > 0):
+        if not isinstance(x, TensorProxy) or tuple(x.shape) == tuple(out.shape):
             return operand
+        if x.ndim:
+            raise InconsistentTrace(f"{out.name} of shape {tuple(out.shape)} reads {x.name} of shape {tuple(x.shape)}")
         taken = {n.name for n in self.nodes}
         k = 0
         while f"{operand}.b{k}" in taken:

@@ -2,6 +2,7 @@
 
 import importlib
 import itertools
+import math
 
 import pytest
 import torch
@@ -65,6 +66,16 @@ def test_fold_addresses_what_torch_reads(generator, case, layout):
 def test_fold_declines_a_slice_across_merged_components():
     x = torch.empty(2, 3, 4)[:, :, :3]  # rows 4 apart: a merge of dims 1 and 2 keeps two components
     assert fold((("reshape", (2, 9)), ("slice", (0, 1), (2, 8))), tuple(x.shape), tuple(x.stride())) is None
+
+
+@pytest.mark.parametrize("shape, to", [((0, 9), (0, 3, 3)), ((0, 3), (3, 0)), ((2, 0, 4), (8, 0))])
+def test_a_reshape_of_an_empty_input_folds_and_its_kernel_runs(emulated, generator, shape, to):
+    """Thunder's backward reshapes an empty gradient as it does any other: no element is addressed."""
+    x = randn(*shape, generator=generator)
+    folded = fold((("reshape", to),), shape, tuple(x.stride()))
+    assert folded is not None and tuple(math.prod(e for e, _ in d) for d in folded.dims) == to
+    _, out, trace = jit_and_run(lambda a: torch.cat((a.reshape(to) * 2, a.reshape(to)), -1), x)
+    assert "padvec0" in str(trace) and out.shape == (*to[:-1], 2 * to[-1])
 
 
 QKV_CASES = [  # (n_head, n_query_groups, head_size, rope_n_elem)

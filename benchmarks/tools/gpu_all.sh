@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU-machine checks and measurements, by part (all parts, in this order, when none is named):
-#   tests      pytest -m gpu (the random-program budget from PADVEC_GPU_PROGRAMS, default 80)
+#   tests      pytest -m gpu (random-program budgets from PADVEC_GPU_PROGRAMS, default 80, and
+#              PADVEC_GPU_GRAD_PROGRAMS, default 40)
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
 #   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT);
 #              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
@@ -10,8 +11,8 @@
 #   block      the Llama-style block benchmark (benchmarks/test_block.py), both cases; block2, block3: the
 #              Llama-2-7b or the Llama-3-8B case alone (each compiles torch.compile's and Thunder's executors
 #              afresh; a part runs within 560 s)
-#   hunt       tools/hunt.py: random programs, partial rotations and RoPE prologues drawn anew (not the suite's
-#              fixed examples), 150 + 60 + 150 s, the log under $OUT/hunt.log
+#   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
+#              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
 # A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
 # Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack
@@ -38,9 +39,9 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
 for part in ${@:-tests notebooks fwd bwd host}; do
   case $part in
     tests) timeout -s INT 400 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
-    hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 150 --pieces 60 --prologues 150 2>&1 \
+    hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 2>&1 \
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
-    hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 150 --pieces 60 --prologues 150 \
+    hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|host) suite $part "${SELECT[$part]}" ;;

@@ -1,9 +1,9 @@
 """Wrong answers hunted with fresh randomness: the property tests of ``tests/test_programs.py`` (random
-programs of pad, slice, cat and pointwise ops; rotations of a part of each row; LitGPT's RoPE prologues,
-forward and backward), each drawn anew for a time budget, on the GPU where there is one (the tuner's
+programs of pad, slice, cat and pointwise ops, forward, and their gradients; rotations of a part of each
+row; LitGPT's RoPE prologues, forward and backward), each drawn anew for a time budget, on the GPU where there is one (the tuner's
 launch variants, fitted builds and replans included), in CPU emulation otherwise.
 
-    python benchmarks/tools/hunt.py --programs 180 --pieces 90 --prologues 200
+    python benchmarks/tools/hunt.py --programs 180 --gradients 120 --pieces 90 --prologues 200
     python benchmarks/tools/hunt.py --after torchcompile   # padvec first, then torch.compile's executor
 
 The test suite draws the same examples every run (``derandomize=True``, so that CI is reproducible);
@@ -78,7 +78,7 @@ class _JitAfter:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name, default in (("programs", 60.0), ("pieces", 30.0), ("prologues", 60.0)):
+    for name, default in (("programs", 60.0), ("gradients", 60.0), ("pieces", 30.0), ("prologues", 60.0)):
         parser.add_argument(f"--{name}", type=float, default=default, metavar="SECONDS",
                             help=f"time for the {name} strategy (0: skip it)")
     parser.add_argument("--after", action="append", default=[], metavar="EXECUTOR",
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hunting on {where}, executors: padvec{''.join(', ' + name for name in args.after)}", flush=True)
     strategies = [
         ("programs", test_programs.programs, lambda spec: test_programs._check(spec, device), args.programs),
+        ("gradients", test_programs.programs, lambda spec: test_programs._check_gradients(spec, device),
+         args.gradients),
         ("pieces", test_programs.partial_rotations, lambda spec: test_programs._check_pieces(spec, device),
          args.pieces),
         ("prologues", test_programs.prologues, lambda spec: test_programs._check_prologue(spec, device),

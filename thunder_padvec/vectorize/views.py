@@ -47,6 +47,8 @@ def _simplify(components: list[Component]) -> tuple[Component, ...]:
 
 
 def _reshape(dims: list[tuple[Component, ...]], shape: tuple[int, ...]) -> list[tuple[Component, ...]] | None:
+    if 0 in shape:  # no element is ever addressed: any strides do
+        return [_simplify([(size, 0)]) for size in shape]
     atoms = [c for d in dims for c in d]
     out = []
     for size in shape:

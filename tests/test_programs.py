@@ -226,7 +226,11 @@ def _check_gradients(spec, device):
             assert value.shape == want.shape and value.dtype == want.dtype
             torch.testing.assert_close(value, want, rtol=1e-5, atol=1e-4, equal_nan=True)
         return
-    for value, theirs, exact in zip(got, run(thunder.jit(fn)), run(fn, torch.float64)):
+    try:
+        reference = run(thunder.jit(fn))
+    except Exception:  # Thunder's own executors fail: there is nothing to compare with
+        reject()
+    for value, theirs, exact in zip(got, reference, run(fn, torch.float64)):
         assert value.shape == theirs.shape and value.dtype == theirs.dtype
         assert torch.equal(value.isfinite(), theirs.isfinite())
         finite = theirs.isfinite() & exact.isfinite()

@@ -178,6 +178,30 @@ def test_generated_sources_compile_to_cubin(emulated, generator, arch):
     assert compiled >= 4
 
 
+def test_64_bit_indices_compute_what_32_bit_indices_do(emulated, generator, monkeypatch):
+    """Tensors of 2^30 elements or more take 64-bit index arithmetic (``schedule.INDEX32_LIMIT``); a GPU
+    test runs one that size. Here every program takes them at small sizes, in emulation and through NVRTC."""
+    from thunder_padvec.examples import qkv_split_rope
+
+    qkv = randn(2, 8, (4 + 2 * 2) * 16, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    cases = [*_programs(generator), (lambda q, c, s: qkv_split_rope(q, c, s, 4, 2, 16, 16), (qkv, cos, sin))]
+    for fn, args in cases:
+        _, narrow, _ = jit_and_run(fn, *args)
+        with monkeypatch.context() as m:
+            m.setattr(schedule, "INDEX32_LIMIT", 1)
+            _, wide, trace = jit_and_run(fn, *args)
+        as_tuple = lambda v: v if isinstance(v, tuple) else (v,)  # noqa: E731
+        for got, same, want in zip(as_tuple(wide), as_tuple(narrow), as_tuple(fn(*args))):
+            assert torch.equal(got, same)
+            torch.testing.assert_close(got, want)
+        for fusion, _ in fusions(trace):
+            spec = fusion.last
+            assert spec.params.index_bits == 64
+            source = codegen.device_source(codegen.render(spec.plan, spec.params))
+            assert "typedef long long" in source and nvrtc.compile_cubin(source, "sm_90")[:4] == b"\x7fELF"
+
+
 @pytest.mark.parametrize("warp_tiles, min_blocks", [(True, 0), (False, 4)])
 def test_staging_barriers_and_launch_bounds_knobs(emulated, generator, monkeypatch, warp_tiles, min_blocks):
     """The seed's staged rows: warp tiles wait with __syncwarp, block tiles with __syncthreads; a

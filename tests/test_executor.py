@@ -119,15 +119,18 @@ def test_checkers_decline_bad_input_without_raising(emulated):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_zero_dim_value_the_region_computes_broadcasts_against_the_shape_it_meets(emulated, generator, dtype):
-    """Thunder's elementwise prims take a 0-d tensor beside tensors of any shape, as PyTorch does: the
-    full sum of a row block, scaling the block's pad, or choosing between two cats."""
+@pytest.mark.parametrize("shape", [(3, 5), (1, 4)])  # (1, 4): whole rows a thread, which may be staged
+def test_a_zero_dim_value_the_region_computes_broadcasts_against_the_shape_it_meets(emulated, generator, dtype,
+                                                                                    shape):
+    """Thunder's elementwise prims take a 0-d tensor beside tensors of any shape, as PyTorch does: an input
+    (a gradient's scale), the full sum of a block, scaling the block's pad, or choosing between two cats."""
     programs = [
+        lambda a, k: k * a + a,
         lambda a, k: a.sum() * k + a,
         lambda a, k: torch.nn.functional.pad(a, (3, -1), value=7.0) * a.sum(),
         lambda a, k: torch.where(a.sum() > k, torch.cat((a, -a), -1), torch.cat((-a, a), -1)),
     ]
-    a, k = randn(3, 5, dtype=dtype, generator=generator), randn((), dtype=dtype, generator=generator)
+    a, k = randn(*shape, dtype=dtype, generator=generator), randn((), dtype=dtype, generator=generator)
     for fn in programs:
         jitted, out, trace = jit_and_run(fn, a, k)
         (fusion, _), = fusions(trace)

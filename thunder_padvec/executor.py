@@ -91,10 +91,11 @@ class PadvecExecutor(FusionExecutor):
             log.debug("%s runs in PyTorch: %s", name, err)
             return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
                                                      outputs=outputs, bsyms=flat)
-        except InconsistentTrace as err:
+        except InconsistentTrace as err:  # its symbols as they are, as Thunder's own executors would run them
             log.debug("%s runs in PyTorch: %s", name, err)
-            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
-                                                     outputs=outputs, bsyms=flat)
+            bsyms = list(region.bound_symbols)
+            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
+                                                     outputs=outputs, bsyms=bsyms)
         except Exception as err:  # a fault of padvec's own: the region runs in PyTorch, as its checkers had declined
             internal = InternalError(f"an internal error while lowering the region ({type(err).__name__}: {err}); "
                                      "please report it with the region's trace")

@@ -2,8 +2,9 @@
 
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
 ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
-dims, sums over small dims, 0-d sums scaling a whole value), the shapes (sizes 0 to 9, and rows of 16 to
-64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts
+dims, sums over small dims, 0-d sums and single elements scaling a whole value), the shapes (sizes 0 to 9,
+and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
+PyTorch) and the layouts
 (contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
 planned. Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
@@ -37,7 +38,7 @@ def programs(draw):
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
-                                                                  "permute", "split", "sum", "total"]),
+                                                                  "permute", "split", "sum", "total", "element"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
@@ -119,6 +120,11 @@ def _program(spec):
                 v = (v + 1).reshape(*v.shape[:dim], outer, size // outer, *v.shape[dim + 1:])
             elif kind == "sum":  # over a small dim, as an expand's gradient sums the expanded heads
                 v = (v * 2).sum(dim=dim, keepdim=bool(r % 2)) if v.dim() > 1 else v
+            elif kind == "element":  # one element of the first input, a 0-d view of it, scaling all of v
+                if a.numel():
+                    v = v * a[(r % a.shape[0],) + (0,) * (a.dim() - 1)].to(v.dtype)
+                else:
+                    v = -v
             elif kind == "total":  # a 0-d sum of a corner of v, scaling all of v (Thunder broadcasts it)
                 corner = v
                 for d in range(v.dim()):
@@ -193,10 +199,11 @@ def _check_gradients(spec, device):
     inputs, through padvec's forward and backward kernels. float32 and float64 against eager. 16-bit: no
     farther from a float64 run than twice Thunder's own executors are, plus one unit in the last place of
     the largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
-    backward trace, and each 16-bit add rounds; padvec keeps the trace's order). Programs with a 0-d sum
-    are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing the gradient back
-    to 0-d (``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
-    assume(spec["dtype"].is_floating_point and all(kind != "total" for kind, _ in spec["steps"]))
+    backward trace, and each 16-bit add rounds; padvec keeps the trace's order). Programs with a 0-d value
+    (a sum, an element) are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing
+    the gradient back to 0-d, with or without padvec (wrong gradients or errors; see
+    ``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
+    assume(spec["dtype"].is_floating_point and all(kind not in ("total", "element") for kind, _ in spec["steps"]))
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
     inputs = [_input(spec["shape"], spec["dtype"], spec["layout"], generator, device),
               _input(spec["shape"], spec["dtype"], "contiguous", generator, device),

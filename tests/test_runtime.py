@@ -149,40 +149,28 @@ def test_strict_mode_raises_the_typed_error(monkeypatch, emulated, generator, tm
     assert info.value.source_path.parent == tmp_path and info.value.source_path.exists()
 
 
-def test_a_fault_of_padvecs_own_falls_back_to_pytorch_and_strict_mode_raises_it(monkeypatch, emulated, generator):
-    from thunder_padvec import fusion
-
-    def broken(*args, **kwargs):
-        raise IndexError("a planning fault")
-
-    monkeypatch.setattr(fusion.vectorize, "plan", broken)
-    args = _rope_args(generator)
-    monkeypatch.delenv("THUNDER_PADVEC_STRICT", raising=False)
-    with pytest.warns(RuntimeWarning, match="runs in PyTorch: an internal error .*IndexError: a planning fault"):
-        jitted, out, trace = jit_and_run(rope_one_entry, *args)
-    assert "padvec0" in str(trace) and torch.equal(out, rope_one_entry(*args))
-    monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")
-    with pytest.raises(InternalError) as info:
-        jit_and_run(rope_one_entry, *args)
-    assert isinstance(info.value.__cause__, IndexError)
-
-
-def test_a_fault_of_padvecs_own_while_lowering_falls_back_to_pytorch(monkeypatch, emulated, generator):
+@pytest.mark.parametrize("stage, module, name, fault", [
+    ("building the kernel", "thunder_padvec.vectorize", "plan", IndexError),  # planning, at the first call
+    ("lowering the region", "thunder_padvec.executor", "lower", KeyError),  # the fusion pass
+])
+def test_a_fault_of_padvecs_own_falls_back_to_pytorch_and_strict_mode_raises_it(monkeypatch, emulated, generator,
+                                                                              stage, module, name, fault):
     import sys
 
     def broken(*args, **kwargs):
-        raise KeyError("a lowering fault")
+        raise fault("a fault")
 
-    monkeypatch.setattr(sys.modules["thunder_padvec.executor"], "lower", broken)
+    monkeypatch.setattr(sys.modules[module], name, broken)
     args = _rope_args(generator)
     monkeypatch.delenv("THUNDER_PADVEC_STRICT", raising=False)
-    with pytest.warns(RuntimeWarning, match="padvec0 runs in PyTorch: an internal error .*KeyError"):
+    with pytest.warns(RuntimeWarning, match=f"padvec0 runs in PyTorch: an internal error while {stage} "
+                                            f"\\({fault.__name__}: .*a fault"):
         _, out, trace = jit_and_run(rope_one_entry, *args)
     assert "padvec0" in str(trace) and torch.equal(out, rope_one_entry(*args))
     monkeypatch.setenv("THUNDER_PADVEC_STRICT", "1")
     with pytest.raises(InternalError) as info:
         jit_and_run(rope_one_entry, *args)
-    assert isinstance(info.value.__cause__, KeyError)
+    assert isinstance(info.value.__cause__, fault)
 
 
 def test_a_call_with_the_wrong_tensors_is_a_type_error_not_a_fallback(emulated, generator):

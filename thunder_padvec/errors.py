@@ -38,3 +38,14 @@ class InconsistentTrace(UnsupportedError):
 class InternalError(PadvecError):
     """padvec failed on a region it claimed, by a fault of its own (not of the region or of the call): the
     original exception is the cause. The region runs in PyTorch instead, unless ``THUNDER_PADVEC_STRICT``."""
+
+    @classmethod
+    def wrapping(cls, stage: str, err: Exception) -> PadvecError:
+        """``err`` itself where it is padvec's typed error; otherwise an internal error ``while {stage}``
+        with ``err`` as its cause."""
+        if isinstance(err, PadvecError):
+            return err
+        internal = cls(f"an internal error while {stage} ({type(err).__name__}: {err}); please report it with "
+                       "the region's trace")
+        internal.__cause__ = err
+        return internal

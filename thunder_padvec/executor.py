@@ -89,24 +89,23 @@ class PadvecExecutor(FusionExecutor):
             if raise_unfoldable:
                 raise
             log.debug("%s runs in PyTorch: %s", name, err)
-            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
-                                                     outputs=outputs, bsyms=flat)
+            return self._in_pytorch(name, inputs, outputs, flat)
         except InconsistentTrace as err:  # its symbols as they are, as Thunder's own executors would run them
             log.debug("%s runs in PyTorch: %s", name, err)
-            bsyms = list(region.bound_symbols)
-            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
-                                                     outputs=outputs, bsyms=bsyms)
+            return self._in_pytorch(name, inputs, outputs, list(region.bound_symbols))
         except Exception as err:  # a fault of padvec's own: the region runs in PyTorch, as its checkers had declined
-            internal = InternalError(f"an internal error while lowering the region ({type(err).__name__}: {err}); "
-                                     "please report it with the region's trace")
+            internal = InternalError.wrapping("lowering the region", err)
             if knobs.strict():
-                raise internal from err
+                raise internal
             warnings.warn(f"{name} runs in PyTorch: {internal}", RuntimeWarning, stacklevel=2)
-            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, flat), inputs=inputs,
-                                                     outputs=outputs, bsyms=flat)
+            return self._in_pytorch(name, inputs, outputs, flat)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
         _remembered_orders(fusion)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
+
+    def _in_pytorch(self, name: str, inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]):
+        return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
+                                                 outputs=outputs, bsyms=bsyms)
 
     def _prologue(self, bsyms: list[BoundSymbol]) -> set[int]:
         """Positions of the bound symbols a kernel can't take, with the region's own producers of their
@@ -153,8 +152,7 @@ class PadvecExecutor(FusionExecutor):
             kernel, views = lower(kernel_inputs, kernel_outputs, flat)
         except Exception as err:  # the region runs in PyTorch instead, as a whole
             log.debug("%s runs in PyTorch: %s", name, err)
-            return self.register_temporary_operation(name, _pytorch_callable(inputs, outputs, bsyms), inputs=inputs,
-                                                     outputs=outputs, bsyms=bsyms)
+            return self._in_pytorch(name, inputs, outputs, bsyms)
         fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views)
         _remembered_orders(fusion)
         position = {p.name: ("arg", k) for k, p in enumerate(inputs)}

@@ -374,16 +374,11 @@ class PadvecFusion:
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
         self._check_arguments(device, args)
         try:
-            try:
-                return self._specialize(device, args, outputs)
-            except PadvecError:
-                raise
-            except Exception as err:  # a fault of padvec's own: the call still gets PyTorch's answer
-                raise InternalError(f"an internal error while building the kernel ({type(err).__name__}: {err}); "
-                                    "please report it with the region's trace") from err
-        except PadvecError as err:
+            return self._specialize(device, args, outputs)
+        except Exception as raised:  # padvec's typed errors, or a fault of its own: PyTorch's answer either way
+            err = InternalError.wrapping("building the kernel", raised)
             if knobs.strict() or self._fallback is None:
-                raise
+                raise err
             warnings.warn(f"{self.name} runs in PyTorch: {str(err).splitlines()[0]}", RuntimeWarning, stacklevel=3)
             log.debug("%s: %s", self.name, err)
             return Fallback(err, self._fallback())

@@ -126,21 +126,17 @@ class Lowering:
     def add(self, node: ir.Node) -> None:
         self.nodes.append(node)
 
-    def operand_at(self, x, out: TensorProxy) -> ir.Operand:
-        """``x`` as an operand of an elementwise ``out``: a 0-d tensor beside tensors of higher rank (which
-        Thunder's elementwise prims accept, as PyTorch does) becomes an explicit broadcast to ``out``'s shape,
-        so that every tensor operand has the shape of the node that reads it."""
+    def operand_at(self, x, out: TensorProxy, position: int) -> ir.Operand:
+        """``x``, operand ``position`` of an elementwise ``out``: a 0-d tensor beside tensors of higher rank
+        (which Thunder's elementwise prims accept, as PyTorch does) becomes an explicit broadcast to ``out``'s
+        shape, so that every tensor operand has the shape of the node that reads it."""
         operand = self.operand(x)
         if not isinstance(x, TensorProxy) or tuple(x.shape) == tuple(out.shape):
             return operand
         if x.ndim:
             raise InconsistentTrace(f"{out.name} of shape {tuple(out.shape)} reads {x.name} of shape {tuple(x.shape)}")
-        taken = {n.name for n in self.nodes}
-        k = 0
-        while f"{operand}.b{k}" in taken:
-            k += 1
-        shape = self.tensor_type(out).shape
-        node = ir.Broadcast(f"{operand}.b{k}", ir.TensorType(shape, ir_dtype(x.dtype)), operand, ())
+        node = ir.Broadcast(f"{out.name}.b{position}", ir.TensorType(self.tensor_type(out).shape, ir_dtype(x.dtype)),
+                            operand, ())
         self.add(node)
         return node.name
 
@@ -174,7 +170,7 @@ def _where_problem(pred, a, b) -> str | None:
 def _elementwise_translator(op: str) -> Translator:
     def translate(bsym, lowering: Lowering) -> ir.Node:
         out = bsym.output
-        operands = tuple(lowering.operand_at(a, out) for a in bsym.args)
+        operands = tuple(lowering.operand_at(a, out, k) for k, a in enumerate(bsym.args))
         return ir.Elementwise(out.name, lowering.tensor_type(out), op, operands)
 
     return translate

@@ -624,10 +624,10 @@ def _row_stride(index_map, strides, shape, ref_shape) -> tuple[int, int] | None:
 
 
 def _stage_input(kernel, seg: SegmentPlan, node: ir.Input, sites: list[Site], layout: Layout) -> Staging | None:
-    ref_shape = seg.segment.shape
-    last = len(ref_shape) - 1
     if not node.type.shape:  # a 0-d input: one value, read as it is
         return None
+    ref_shape = seg.segment.shape
+    last = len(ref_shape) - 1
     maps = {s.index_map[:-1] for s in sites}
     if len(maps) != 1 or any(s.box[:-1] != tuple((0, n) for n in ref_shape[:-1]) for s in sites):
         return None

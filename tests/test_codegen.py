@@ -6,6 +6,7 @@ NVRTC needs no GPU, so CI compiles every kernel here to CUBIN for sm_80 and sm_9
 import importlib
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import thunder
@@ -296,23 +297,25 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
     assert nvrtc.compile_cubin(codegen.device_source(source), "sm_90")[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("keep_once", [True, False])
+@pytest.mark.parametrize("keep_once", ["on", "off", "launch"])
 def test_by_default_inputs_are_loaded_with_the_evict_last_policy(emulated, generator, monkeypatch, keep_once):
     """Without the streaming knobs, x (read once) is loaded with the L2 evict_last policy like cos
-    and sin (read again), unless ``KEEP_ONCE`` is off; stores stay plain."""
+    and sin (read again), unless ``KEEP_ONCE`` is off or the launch asks for the policy on inputs read
+    again only (``LaunchParams.keep_once``, the "keep reused" variant); stores stay plain."""
     from thunder_padvec.examples import litgpt_rope
 
     render = importlib.import_module("thunder_padvec.codegen.render")
     assert render.KEEP_ONCE
-    monkeypatch.setattr(render, "KEEP_ONCE", keep_once)
+    monkeypatch.setattr(render, "KEEP_ONCE", keep_once != "off")
     args = (randn(2, 4, 6, 64, dtype=torch.bfloat16, generator=generator),
             *(randn(6, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 64)
     _, out, trace = jit_and_run(litgpt_rope, *args)
     assert torch.equal(out, litgpt_rope(*args))
     ((fusion, _),) = fusions(trace)
-    source = codegen.render(fusion.last.plan, fusion.last.params)
+    params = fusion.last.params
+    source = codegen.render(fusion.last.plan, replace(params, keep_once=keep_once != "launch"))
     kept = _inputs_loaded_with(source, "padvec_load_keep")
-    assert kept == ({"0", "1", "2"} if keep_once else {"1", "2"}), source
+    assert kept == ({"0", "1", "2"} if keep_once == "on" else {"1", "2"}), source
     assert not _inputs_loaded_with(source, "padvec_load_once"), source
     stores = [line for line in source.splitlines() if "padvec_store" in line and "args.out" in line]
     assert stores and all("padvec_store<" in line for line in stores), source

@@ -243,7 +243,8 @@ class _FakeSpec:
 def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path, monkeypatch, emulated, generator,
                                                                        planes):
     """The first specialization on a GPU builds the default and its variants (the evict_last hints
-    switched; plane order, where threads take rows along the heads and it changes the kernel), times
+    switched; the hints on inputs read again only; plane order, where threads take rows along the heads
+    and it changes the kernel), times
     them on the call's tensors and keeps the fastest; the decision goes to disk, and a later fusion with
     the same sources (a new process: memory cleared) builds only the chosen kernel and times nothing.
     The GPU parts (build, timing, the device's name) stand in here."""
@@ -261,9 +262,10 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     built, timed = [], []
     monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
                         lambda self, plan, params, source, device, n, one_row=None, wider=None:
-                        built.append((params.keep_hints, params.plane_order)) or _FakeSpec(params, source))
-    names = ["keep", "plain"] + ["keep in plane order"] * planes
-    medians = tuple(zip(names, (12.0, 10.0, 9.0)))
+                        built.append((params.keep_hints, params.keep_once, params.plane_order))
+                        or _FakeSpec(params, source))
+    names = ["keep", "plain", "keep reused"] + ["keep in plane order"] * planes
+    medians = tuple(zip(names, (12.0, 10.0, 9.5, 9.0)))
 
     def measure(runs, device):
         timed.append([name for name, _ in runs])
@@ -295,20 +297,21 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     outputs = [torch.empty_like(x)]
     spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
     chosen = names[-1]
-    assert (built, timed) == ([(True, False), (False, False), (True, True)][:len(names)], [names])
-    assert (spec.params.keep_hints, spec.params.plane_order) == built[-1] and spec.runs == 1
+    variants = [(True, True, False), (False, True, False), (True, False, False), (True, True, True)]
+    assert (built, timed) == (variants[:len(names)], [names])
+    assert (spec.params.keep_hints, spec.params.keep_once, spec.params.plane_order) == built[-1] and spec.runs == 1
     assert str(spec.choice) == " / ".join(f"{n} {us:.1f} µs" for n, us in medians) + f": {chosen}"
 
     cache.clear_memory()
     built.clear()
     spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
-    assert (built, len(timed)) == ([(planes, planes)], 1)  # only the chosen one built, nothing timed again
+    assert (built, len(timed)) == ([variants[len(names) - 1]], 1)  # only the chosen one built, nothing timed again
     assert str(spec.choice) == f"{chosen} (a decision kept on disk)"
 
     monkeypatch.setenv("THUNDER_PADVEC_TUNE", "0")
     built.clear()
     spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
-    assert built == [(True, False)] and spec.choice is None and len(timed) == 1
+    assert built == [(True, True, False)] and spec.choice is None and len(timed) == 1
 
 
 class _FakeModule:

@@ -134,7 +134,8 @@ def _replanned_launch(plan: vectorize.VectorPlan, variant: LaunchParams) -> Laun
     """The launch of a plan made again, with the hints of ``variant`` carried over, not what the fit of the
     first plan's registers made of them (its __launch_bounds__; its word pairs, which the new build weighs
     again for itself)."""
-    return replace(schedule(plan), keep_hints=variant.keep_hints, word_pairs=variant.word_pairs)
+    return replace(schedule(plan), keep_hints=variant.keep_hints, keep_once=variant.keep_once,
+                   word_pairs=variant.word_pairs)
 
 
 def _load_plan(plan: vectorize.VectorPlan, params: LaunchParams, load):

@@ -67,6 +67,7 @@ class LaunchParams:
     plane_order: bool = False  # see Tuning
     interleave: bool = False  # see Tuning
     word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._without_word_pairs)
+    keep_once: bool = True  # with keep_hints: inputs read once kept too (codegen.render._load_op); else only reused
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))

@@ -38,7 +38,7 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
 
 for part in ${@:-tests notebooks fwd bwd host}; do
   case $part in
-    tests) timeout -s INT 400 python3 -m pytest -m gpu -q -p no:cacheprovider -rs 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
+    tests) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 2>&1 \
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \

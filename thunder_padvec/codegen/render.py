@@ -189,11 +189,11 @@ def _load_op(params: LaunchParams, once: bool, node: ir.Node) -> str:
     """The copy from global memory, where the launch asks for hints: streaming for data read once
     (``load_hints``), else with an L2 evict_last policy (``keep_hints``): inputs read once
     (``KEEP_ONCE``, unless the launch's ``keep_once`` is off) and small inputs read again (up to
-    ``KEEP_MAX_BYTES``: cos and sin, not a grouped-query qkv's shared keys and values). On the H200, with the L2 full of dirty lines,
-    loading x with the policy made LitGPT's RoPE forward 3-5% faster and the seed's 5% (as
-    Triton's kernels load the halves of x they read twice), and a kernel reading the outputs next
-    no slower (``benchmarks/results/2026-12-03-keep-once/``); but phi-2's forward 7% slower, with
-    fewer warps active under ncu (``benchmarks/NOTES.md``, "Teams that fill their slots")."""
+    ``KEEP_MAX_BYTES``: cos and sin, not a grouped-query qkv's shared keys and values). On the H200,
+    with the L2 full of dirty lines, loading x with the policy made LitGPT's RoPE forward 3-5% faster
+    and the seed's 5% (as Triton's kernels load the halves of x they read twice), and a kernel reading
+    the outputs next no slower (``benchmarks/results/2026-12-03-keep-once/``); but phi-2's forward 7%
+    slower, with fewer warps active under ncu (``benchmarks/NOTES.md``, "Teams that fill their slots")."""
     if once:
         if params.load_hints:
             return "padvec_load_once"

@@ -47,12 +47,12 @@ class Choice:
 def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
     """The default launch first, then the variants measured against it: the evict_last hints switched;
     the hints on inputs read again only (``LaunchParams.keep_once`` off: cos and sin kept, x not, which
-    made Llama-3-8B's RoPE and qkv forwards at batch 2 1.4% and 2.2% faster on the H200 and others up
-    to 3% slower, ``benchmarks/NOTES.md``); and the default's hints in plane order
-    (``LaunchParams.plane_order``: where threads take rows along a group of heads, consecutive blocks
-    take the same positions of each group, so that they share cos and sin). On the H200 plane order made Llama-3-8B's grouped-query qkv forward 1-2% faster and Mistral-7B's
-    1% slower (``benchmarks/NOTES.md``). A variant whose source equals an earlier one's is not built
-    (plane order where the threads take one row each)."""
+    made Llama-3-8B's RoPE and qkv forwards at batch 2 1.4% and 2.2% faster on the H200, and others up
+    to 4% slower); and the default's hints in plane order (``LaunchParams.plane_order``: where threads
+    take rows along a group of heads, consecutive blocks take the same positions of each group, so that
+    they share cos and sin), which made Llama-3-8B's grouped-query qkv forward 1-2% faster and
+    Mistral-7B's 1% slower (``benchmarks/NOTES.md``). A variant whose source equals an earlier one's is
+    not built (plane order where the threads take one row each)."""
     name = "keep" if params.keep_hints else "plain"
     other = "plain" if params.keep_hints else "keep"
     found = [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]

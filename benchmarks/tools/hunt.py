@@ -1,7 +1,7 @@
 """Wrong answers hunted with fresh randomness: the property tests of ``tests/test_programs.py`` (random
 programs of pad, slice, cat and pointwise ops, forward, and their gradients; rotations of a part of each
-row; LitGPT's RoPE prologues, forward and backward), each drawn anew for a time budget, on the GPU where there is one (the tuner's
-launch variants, fitted builds and replans included), in CPU emulation otherwise.
+row; LitGPT's RoPE prologues, forward and backward), each drawn anew for a time budget, on the GPU where
+there is one (the tuner's launch variants, fitted builds and replans included), in CPU emulation otherwise.
 
     python benchmarks/tools/hunt.py --programs 180 --gradients 120 --pieces 90 --prologues 200
     python benchmarks/tools/hunt.py --after torchcompile   # padvec first, then torch.compile's executor

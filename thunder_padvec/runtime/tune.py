@@ -56,9 +56,8 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
     name = "keep" if params.keep_hints else "plain"
     other = "plain" if params.keep_hints else "keep"
     found = [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]
-    keeping = params if params.keep_hints else found[1][1]
-    if keeping.keep_once:
-        found.append(("keep reused", replace(keeping, keep_once=False)))
+    if params.keep_once:
+        found.append(("keep reused", replace(params, keep_hints=True, keep_once=False)))
     if not params.plane_order:
         found.append((f"{name} in plane order", replace(params, plane_order=True)))
     return found

@@ -360,7 +360,9 @@ class PadvecFusion:
         device = args[0].device
         outputs = self._allocate(device)
         pointers = [t.data_ptr() for t in (*args, *outputs)]
-        key = (device, *[a.stride() for a in args], *[p & 15 for p in pointers])
+        # shape and dtype too: Thunder's prologue checks them, but a fusion called directly must not run a
+        # kernel built for other shapes (a new key reaches ``_check_arguments``)
+        key = (device, *[(a.stride(), a.shape, a.dtype) for a in args], *[p & 15 for p in pointers])
         spec = self._specializations.get(key)
         if spec is None:
             spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)

@@ -25,7 +25,7 @@ from ..schedule import LaunchParams
 from . import cache
 
 # a variant replaces the default only where it is faster by more than this fraction: 31 rounds order
-# variants 0.4-0.9% apart the same way in every trial on the H200 (``benchmarks/NOTES.md``)
+# variants 0.6-1.0% apart the same way in every trial on the H200 (``benchmarks/NOTES.md``)
 MARGIN = 0.005
 ROUNDS = 31  # timed runs of each variant, interleaved (7 let noise of 2-3% pick the slower one)
 FLUSH_L2S = 4  # the flush writes this many times the device's L2

@@ -44,11 +44,7 @@ def block_records(run: dict) -> list[dict]:
         if info.get("form") == "block" and "median_ms" in info:
             info["pass"] = info.pop("pass_", "fwd+bwd")
             rows.append(info)
-    rows = with_speedups(rows)
-    for r in rows:
-        if r["executor"] == "copy":
-            r["speedup_vs_compile"] = None
-    return rows
+    return with_speedups(rows, without=("copy",))
 
 
 def records(run: dict) -> list[dict]:
@@ -95,11 +91,12 @@ def merged(runs: list[dict]) -> tuple[dict, dict[int, int]]:
     return {**runs[0], "benchmarks": benchmarks}, {i: len(cases) for i, cases in sorted(replaced.items())}
 
 
-def with_speedups(rows: list[dict]) -> list[dict]:
-    """Sets each record's ``speedup_vs_compile``: torch.compile's time on the same case over its own."""
+def with_speedups(rows: list[dict], without: tuple[str, ...] = ()) -> list[dict]:
+    """Sets each record's ``speedup_vs_compile``: torch.compile's time on the same case over its own (None
+    for the executors ``without``)."""
     compile_ms = {_case(r): r["median_ms"] for r in rows if r["executor"] == "torch.compile"}
     for r in rows:
-        base = compile_ms.get(_case(r))
+        base = compile_ms.get(_case(r)) if r["executor"] not in without else None
         r["speedup_vs_compile"] = base / r["median_ms"] if base else None
     return rows
 

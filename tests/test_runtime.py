@@ -224,17 +224,53 @@ def test_notes_are_kept_on_disk_and_a_corrupt_one_reads_as_absent(tmp_path, monk
     assert cache.read_note(key) is None
 
 
-@pytest.mark.parametrize("medians, chosen", [
-    ((("keep", 10.0), ("plain", 9.5)), "plain"),  # 5% faster: taken
-    ((("keep", 10.0), ("plain", 9.97)), "keep"),  # within the margin: the default stays
-    ((("keep", 10.0), ("plain", 9.93)), "plain"),  # 0.7% faster: taken
-    ((("keep", 10.0), ("plain", 10.5)), "keep"),
-    ((("plain", 10.0), ("keep", 9.0)), "keep"),
-])
-def test_a_variant_replaces_the_default_only_where_it_is_faster_by_more_than_the_margin(medians, chosen):
+def _rounds(default: float, *variants: tuple[str, float, float, int], n: int = 31, name: str = "keep"):
+    """Rounds in which the default takes ``default`` µs and each variant ``(name, fast, slow, won)`` takes
+    ``fast`` µs in ``won`` rounds and ``slow`` in the others."""
     from thunder_padvec.runtime import tune
 
-    assert tune.pick(medians) == chosen
+    return tune.Rounds(((name, (default,) * n),
+                        *((v, (fast,) * won + (slow,) * (n - won)) for v, fast, slow, won in variants)))
+
+
+@pytest.mark.parametrize("rounds, chosen", [
+    (_rounds(10.0, ("plain", 9.5, 9.6, 31)), "plain"),  # 5% faster in every round: taken
+    (_rounds(10.0, ("plain", 9.97, 9.98, 31)), "keep"),  # within the margin: the default stays
+    (_rounds(10.0, ("plain", 9.93, 9.95, 31)), "plain"),  # 0.7% faster: taken
+    (_rounds(10.0, ("plain", 10.5, 10.6, 31)), "keep"),
+    (_rounds(10.0, ("keep", 9.0, 9.1, 31), name="plain"), "keep"),
+    (_rounds(10.0, ("plain", 9.9, 10.1, 21)), "plain"),  # median 1% faster, faster in 21 of 31 rounds
+    (_rounds(10.0, ("plain", 9.9, 10.1, 20)), "keep"),  # the same median, faster in 20 of 31: noise
+    (_rounds(10.0, ("plain", 9.0, 10.4, 20), ("keep reused", 9.5, 9.6, 31)), "keep reused"),  # the fastest
+    # median lost most rounds; the next one won them all
+])
+def test_a_variant_replaces_the_default_only_where_it_is_faster_by_the_margin_in_most_rounds(rounds, chosen):
+    from thunder_padvec.runtime import tune
+
+    assert tune.pick(rounds) == chosen
+
+
+def test_rounds_count_each_variants_wins_against_the_default_round_by_round():
+    from thunder_padvec.runtime import tune
+
+    rounds = tune.Rounds((("keep", (10.0, 12.0, 10.0)), ("plain", (11.0, 11.0, 9.0)), ("keep reused", (9, 9, 9))))
+    assert (rounds.count, rounds.wins(), rounds.medians()) == (
+        3, (0, 2, 3), (("keep", 10.0), ("plain", 11.0), ("keep reused", 9)))
+    assert tune.pick(rounds) == "keep reused"
+    assert str(tune.Choice.measured("keep reused", rounds)) == (
+        "keep 10.0 µs / plain 11.0 µs (faster in 2 of 3 rounds) / keep reused 9.0 µs (faster in 3 of 3 rounds)"
+        ": keep reused")
+
+
+def test_a_decision_taken_under_another_rule_is_taken_again(monkeypatch):
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "fake GPU")
+    key = tune.decision_key(["source a", "source b"], torch.device("cuda", 0))
+    assert tune.decision_key(["source a", "source b"], torch.device("cuda", 0)) == key
+    assert tune.decision_key(["source a", "source c"], torch.device("cuda", 0)) != key
+    monkeypatch.setattr(tune, "WIN_SHARE", 0.5)
+    assert tune.decision_key(["source a", "source b"], torch.device("cuda", 0)) != key
 
 
 class _FakeSpec:
@@ -272,13 +308,13 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
                         built.append((params.keep_hints, params.keep_once, params.plane_order))
                         or _FakeSpec(params, source))
     names = ["keep", "plain", "keep reused"] + ["keep in plane order"] * planes
-    medians = tuple(zip(names, (12.0, 10.0, 9.5, 9.0)))
+    rounds = tune.Rounds(tuple((name, (us,) * tune.ROUNDS) for name, us in zip(names, (12.0, 10.0, 9.5, 9.0))))
 
     def measure(runs, device):
         timed.append([name for name, _ in runs])
         for _, run in runs:
             run()
-        return medians
+        return rounds
 
     monkeypatch.setattr(tune, "measure", measure)
     if planes:  # 4 heads a thread, blocks of 32 rows: 4 planes (a batch's group of heads) of 2 blocks
@@ -307,7 +343,8 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     variants = [(True, True, False), (False, True, False), (True, False, False), (True, True, True)]
     assert (built, timed) == (variants[:len(names)], [names])
     assert (spec.params.keep_hints, spec.params.keep_once, spec.params.plane_order) == built[-1] and spec.runs == 1
-    assert str(spec.choice) == " / ".join(f"{n} {us:.1f} µs" for n, us in medians) + f": {chosen}"
+    assert str(spec.choice) == str(tune.Choice.measured(chosen, rounds))
+    assert spec.choice.microseconds == rounds.medians() and spec.choice.wins == (0,) + (tune.ROUNDS,) * (len(names) - 1)
 
     cache.clear_memory()
     built.clear()

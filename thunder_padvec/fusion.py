@@ -454,14 +454,14 @@ class PadvecFusion:
                 spec.choice = tune.Choice(chosen)
             return spec
         pointers = [t.data_ptr() for t in (*args, *outputs)]
-        medians = tune.measure([(name, functools.partial(spec.run, args, outputs, pointers)) for name, spec in built],
-                               device)
-        if medians is None:  # no memory for the flush: the default, not remembered
+        rounds = tune.measure([(name, functools.partial(spec.run, args, outputs, pointers)) for name, spec in built],
+                              device)
+        if rounds is None:  # no memory for the flush: the default, not remembered
             return built[0][1]
-        chosen = tune.pick(medians)
+        chosen = tune.pick(rounds)
         cache.write_note(key, chosen)
         spec = dict(built)[chosen]
-        spec.choice = tune.Choice(chosen, medians)
+        spec.choice = tune.Choice.measured(chosen, rounds)
         log.debug("%s: %s", self.name, spec.choice)
         return spec
 

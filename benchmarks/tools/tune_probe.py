@@ -1,6 +1,7 @@
 """How steady ``runtime.tune``'s pick between launch variants is: for each named suite case, the
 first call's measurement is taken again in ``--trials`` fresh caches (each trial times the variants
-anew), with ``tune.ROUNDS`` set to each of ``--rounds``; prints every trial's medians and pick.
+anew), with ``tune.ROUNDS`` set to each of ``--rounds``; prints every trial's medians, the rounds
+each variant won against the default, and the pick.
 
     python benchmarks/tools/tune_probe.py phi-2-b2-rope-bfloat16-fwd --trials 8 --rounds 7 31
 """

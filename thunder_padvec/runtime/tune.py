@@ -6,11 +6,11 @@ the H200, but the Phi-3-mini qkv forward 2-3% slower and some backward kernels u
 (``benchmarks/NOTES.md``); plane order (blocks that share cos and sin run together) likewise. So the
 first call of a new specialization on a GPU builds each variant (``variants``), runs them on the
 call's own tensors (the outputs are written with the same values each time), in turn, the L2
-flushed before each run, and keeps the fastest where it beats the default by more than
-``MARGIN``; the default otherwise, and whenever it cannot time (a CUDA graph being captured, no memory
-for the flush). A decision is kept on disk beside the kernels (its key: the variants' sources, the
-GPU's name and this package's version), so that other processes load the chosen kernel alone,
-without timing or compiling the others.
+flushed before each run, and keeps the fastest of those that beat the default by more than
+``MARGIN`` and ran faster than it in most rounds (``WIN_SHARE``); the default otherwise, and whenever
+it cannot time (a CUDA graph being captured, no memory for the flush). A decision is kept on disk
+beside the kernels (its key: the variants' sources, the GPU's name and this package's version), so
+that other processes load the chosen kernel alone, without timing or compiling the others.
 """
 
 from __future__ import annotations
@@ -28,22 +28,55 @@ from . import cache
 # variants 0.6-1.0% apart the same way in every trial on the H200 (``benchmarks/NOTES.md``)
 MARGIN = 0.005
 ROUNDS = 31  # timed runs of each variant, interleaved (7 let noise of 2-3% pick the slower one)
+# ... and only where it ran faster than the default in at least this share of the rounds. A round runs the
+# variants back to back, so a slow moment of the GPU moves them together: the sign of their difference in
+# a round is steadier than either median. Two variants alike win 21 or more of 31 rounds one time in 28.
+WIN_SHARE = 2 / 3
 FLUSH_L2S = 4  # the flush writes this many times the device's L2
 
 timings = 0  # how many choices were timed in this process (tests count them)
 
 
 @dataclass(frozen=True)
+class Rounds:
+    """What ``measure`` timed: each variant's µs in every round, the default first; the k-th sample of
+    every variant comes from the same round."""
+
+    samples: tuple[tuple[str, tuple[float, ...]], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.samples[0][1])
+
+    def medians(self) -> tuple[tuple[str, float], ...]:
+        return tuple((name, statistics.median(us)) for name, us in self.samples)
+
+    def wins(self) -> tuple[int, ...]:
+        """For each variant, the rounds in which it ran faster than the default (0 for the default)."""
+        default = self.samples[0][1]
+        return tuple(sum(t < d for t, d in zip(us, default)) for _, us in self.samples)
+
+
+@dataclass(frozen=True)
 class Choice:
-    """What was measured for a specialization: median µs per variant (empty: read from disk), the pick."""
+    """What was measured for a specialization: median µs per variant and the rounds each won against the
+    default (empty: read from disk), the pick."""
 
     chosen: str
     microseconds: tuple[tuple[str, float], ...] = ()
+    wins: tuple[int, ...] = ()
+    rounds: int = 0
+
+    @classmethod
+    def measured(cls, chosen: str, rounds: Rounds) -> Choice:
+        return cls(chosen, rounds.medians(), rounds.wins(), rounds.count)
 
     def __str__(self) -> str:
         if not self.microseconds:
             return f"{self.chosen} (a decision kept on disk)"
-        return " / ".join(f"{name} {us:.1f} µs" for name, us in self.microseconds) + f": {self.chosen}"
+        parts = [f"{name} {us:.1f} µs" + (f" (faster in {won} of {self.rounds} rounds)" if k else "")
+                 for k, ((name, us), won) in enumerate(zip(self.microseconds, self.wins))]
+        return " / ".join(parts) + f": {self.chosen}"
 
 
 def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
@@ -71,20 +104,28 @@ def may_time(device: torch.device) -> bool:
 
 
 def decision_key(sources: Sequence[str], device: torch.device) -> str:
-    return cache.digest("tune", torch.cuda.get_device_name(device), *sources)
+    """The variants' sources, the GPU's name and the rule that decides (a decision taken under another
+    margin or share is taken again)."""
+    rule = f"rounds {ROUNDS}, margin {MARGIN}, share {WIN_SHARE:.4f}"
+    return cache.digest("tune", rule, torch.cuda.get_device_name(device), *sources)
 
 
-def pick(medians: Sequence[tuple[str, float]], margin: float = MARGIN) -> str:
-    """The fastest variant where it beats the first (the default) by more than ``margin``, else the first."""
+def pick(rounds: Rounds, margin: float = MARGIN, share: float = WIN_SHARE) -> str:
+    """The fastest variant (by median) of those whose median beats the first's (the default's) by more
+    than ``margin`` and that ran faster than the default in at least ``share`` of the rounds; else the
+    default."""
+    medians, wins = rounds.medians(), rounds.wins()
     default, default_time = medians[0]
-    name, time = min(medians, key=lambda m: m[1])
-    return name if time < (1 - margin) * default_time else default
+    taken = [(time, name) for (name, time), won in zip(medians[1:], wins[1:])
+             if time < (1 - margin) * default_time and won >= share * rounds.count]
+    return min(taken)[1] if taken else default
 
 
 def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.device,
-            rounds: int | None = None) -> tuple[tuple[str, float], ...] | None:
-    """Median µs of each run on the current stream, the L2 flushed before each run; the runs take
-    turns, each round in a rotated order. None where the flush buffer does not fit in memory."""
+            rounds: int | None = None) -> Rounds | None:
+    """µs of each run on the current stream in each round, the L2 flushed before each run; in a round
+    every run goes once, in an order rotated from round to round. None where the flush buffer does not
+    fit in memory."""
     global timings
     rounds = rounds or ROUNDS
     from ..timing import l2_flush
@@ -107,7 +148,7 @@ def measure(runs: Sequence[tuple[str, Callable[[], object]]], device: torch.devi
             times[name].append((start, end))
     torch.cuda.current_stream(device).synchronize()
     timings += 1
-    return tuple((name, 1000 * statistics.median(s.elapsed_time(e) for s, e in pairs)) for name, pairs in times.items())
+    return Rounds(tuple((name, tuple(1000 * s.elapsed_time(e) for s, e in pairs)) for name, pairs in times.items()))
 
 
 def remembered(key: str, names: Sequence[str]) -> str | None:
@@ -116,4 +157,5 @@ def remembered(key: str, names: Sequence[str]) -> str | None:
     return value if value in names else None
 
 
-__all__ = ["MARGIN", "Choice", "decision_key", "may_time", "measure", "pick", "remembered", "variants"]
+__all__ = ["MARGIN", "WIN_SHARE", "Choice", "Rounds", "decision_key", "may_time", "measure", "pick", "remembered",
+           "variants"]

@@ -185,6 +185,13 @@ def test_a_call_with_the_wrong_tensors_is_a_type_error_not_a_fallback(emulated, 
         fusion(torch.cat((x, x), 0), cos, sin)
     with pytest.raises(TypeError, match="input .* should be"):
         fusion(x, cos.half(), sin.half())
+    # not tensors, or too few: the same typed error, not a failure inside the hot path
+    with pytest.raises(TypeError, match="input cos.* should be .*got <class 'float'>"):
+        fusion(x, 0.5, sin)
+    with pytest.raises(TypeError, match="input x.* should be .*got <class 'list'>"):
+        fusion([1.0], cos, sin)
+    with pytest.raises(TypeError, match="takes 3 tensors, got 0"):
+        fusion()
 
 
 def _reset_host_target(monkeypatch):

@@ -357,12 +357,16 @@ class PadvecFusion:
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         # The hot path of every call: allocate, read pointers and strides, find the specialization.
-        device = args[0].device
-        outputs = self._allocate(device)
-        pointers = [t.data_ptr() for t in (*args, *outputs)]
-        # shape and dtype too: Thunder's prologue checks them, but a fusion called directly must not run a
-        # kernel built for other shapes (a new key reaches ``_check_arguments``)
-        key = (device, *[(a.stride(), a.shape, a.dtype) for a in args], *[p & 15 for p in pointers])
+        try:
+            device = args[0].device
+            outputs = self._allocate(device)
+            pointers = [t.data_ptr() for t in (*args, *outputs)]
+            # shape and dtype too: Thunder's prologue checks them, but a fusion called directly must not run a
+            # kernel built for other shapes (a new key reaches ``_check_arguments``)
+            key = (device, *[(a.stride(), a.shape, a.dtype) for a in args], *[p & 15 for p in pointers])
+        except (AttributeError, IndexError):  # not tensors, or none: a TypeError that says which
+            self._check_arguments(getattr(args[0], "device", None) if args else None, args)
+            raise
         spec = self._specializations.get(key)
         if spec is None:
             spec = self._specializations[key] = self._specialize_or_fall_back(device, args, outputs)

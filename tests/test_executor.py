@@ -163,18 +163,30 @@ def test_cpu_proxies_are_declined_without_emulation():
         assert not padvec.can_execute(prims.neg.bind(a, output=_proxy((4,))))
 
 
-def test_dilated_pad_runs_in_pytorch(emulated, generator):
+@pytest.mark.parametrize("config, claimed", [
+    ([(1, 2, 1)], True),  # 5 elements in rows of 2 (one padding row after): the pad joins the kernel
+    ([(-1, 3, 2)], True),  # the first row cropped
+    ([(0, 0, 1)], False),  # 9 elements: the last row cut in half, left to PyTorch
+    ([(1, 0, 1), (0, 1, 1)], False),  # dilated along two dims
+])
+def test_a_dilated_pad_joins_the_kernel_where_it_is_whole_rows(emulated, generator, config, claimed):
+    """A pad with interior padding (Thunder's gradient of a strided slice) is rows of ``interior + 1``,
+    merged (``ops.dilation``); where its ends cut into a row it runs in PyTorch. Eager's values either way."""
     def fn(a):
-        return prims.pad(a, 0.5, [(1, 2, 1)]) * 2.0
+        return prims.pad(a, 0.5, config) * 2.0
 
-    x = randn(5, generator=generator)
+    x = randn(*([5] * len(config)), generator=generator)
     jitted = thunder.jit(fn, executors=[padvec])
     out = jitted(x)
     trace = thunder.last_traces(jitted)[-1]
     fused_prims = [sub.sym.id for _, bsym in fusions(trace) for sub in bsym.subsymbols]
-    assert prims.mul.id in fused_prims and prims.pad.id not in fused_prims
-    expected = torch.full((12,), 0.5)
-    expected[1:10:2] = x
+    assert prims.mul.id in fused_prims and (prims.pad.id in fused_prims) == claimed
+    sizes = [lo + 5 + 4 * interior + hi for lo, hi, interior in config]
+    expected = torch.full(sizes, 0.5)
+    index = tuple(slice(lo if lo >= 0 else lo % (interior + 1), lo + 5 + 4 * interior, interior + 1)
+                  for lo, hi, interior in config)
+    source = tuple(slice(0 if lo >= 0 else -(lo // (interior + 1)), None) for lo, hi, interior in config)
+    expected[index] = x[source]
     assert torch.equal(out, expected * 2.0)
 
 

@@ -2,8 +2,8 @@
 
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
 ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
-dims, sums over small dims, 0-d sums and single elements scaling a whole value, strided slices, which padvec
-leaves to PyTorch between its regions, and pairs interleaved along the last dim), the shapes (sizes 0 to 9,
+dims and merges, sums over small dims, 0-d sums and single elements scaling a whole value, strided slices
+(their gradients are dilated pads), and pairs interleaved along the last dim), the shapes (sizes 0 to 9,
 and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
 PyTorch) and the layouts
 (contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
@@ -40,7 +40,7 @@ def programs(draw):
         shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
                                                                   "permute", "split", "sum", "total", "element",
-                                                                  "stride", "interleave"]),
+                                                                  "stride", "interleave", "merge"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
@@ -127,6 +127,9 @@ def _program(spec):
                 index = [slice(None)] * v.dim()
                 index[dim] = slice((r // 3) % min(step, max(v.shape[dim], 1)), None, step)
                 v = v[tuple(index)] * 2
+            elif kind == "merge":  # a reshape that merges two dims of a computed value
+                lead = (r // 3) % max(v.dim() - 1, 1)
+                v = (v * 2).flatten(lead, lead + 1) if v.dim() > 1 else v * 2
             elif kind == "interleave":  # two values' last dims interleaved, as GPT-J's rotary writes its pairs
                 v = torch.stack((v, -v * 0.5), dim=-1).flatten(-2) if v.numel() else -v
             elif kind == "element":  # one element of the first input, a 0-d view of it, scaling all of v

@@ -6,8 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import jit_and_run, randn
-from thunder_padvec import explain, ir
+import thunder
+from helpers import grads, jit_and_run, randn
+from thunder_padvec import explain, ir, padvec
 from thunder_padvec.reshapes import UnfoldableReshape, push_reshapes, split_groups
 
 F32 = ir.DType.float32
@@ -79,3 +80,188 @@ def test_split_reshapes_fuse_and_unfoldable_ones_stay_in_pytorch(emulated, gener
     jitted, out, _ = jit_and_run(crosses, x, c)
     assert torch.equal(out, crosses(x, c))
     assert len(explain(jitted)) == 2  # the pad, and the add after the reshape PyTorch made
+
+
+def test_a_merge_of_a_computed_value_is_lifted_to_the_outputs():
+    """``stack((-b, a), -1).flatten(-2) * c``: the merge reshape leaves the IR, the cat and the math after
+    it are computed in the unmerged shape ``[2, 4, 2]``, ``c`` is read through a split view, and the
+    output keeps its name in the unmerged shape."""
+    a, b, c = ir.Input("a", _t(2, 4), 0), ir.Input("b", _t(2, 4), 1), ir.Input("c", _t(2, 8), 2)
+    kernel = ir.Kernel((a, b, c), (
+        ir.Elementwise("nb", _t(2, 4), "neg", ("b",)),
+        ir.Broadcast("nb1", _t(2, 4, 1), "nb", (0, 1)),
+        ir.Broadcast("a1", _t(2, 4, 1), "a", (0, 1)),
+        ir.Cat("s", _t(2, 4, 2), ("nb1", "a1"), 2),
+        ir.Reshape("r", _t(2, 8), "s"),
+        ir.Elementwise("y", _t(2, 8), "mul", ("r", "c")),
+        ir.Elementwise("z", _t(2, 8), "add", ("y", 1.0)),
+    ), ("z", "y"))
+    rewritten = push_reshapes(kernel)
+    assert not any(isinstance(n, ir.Reshape) for n in rewritten.nodes)
+    assert rewritten.outputs == ("z", "y")
+    by_name = {n.name: n for n in rewritten.nodes}
+    assert [by_name[o].type.shape for o in rewritten.outputs] == [(2, 4, 2), (2, 4, 2)]
+    (view,) = [n for n in rewritten.nodes if isinstance(n, ir.View)]
+    assert view.operand == "c" and view.chain == (("reshape", (2, 4, 2)),)
+    assert by_name["y"].operands == ("s", view.name)
+
+
+@pytest.mark.parametrize("after, reason, culprit", [
+    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 0), (2, 4)), "resizes a merged dim", "r"),
+    (lambda: ir.Pad("q", _t(2, 10), "r", 0.0, ((0, 0), (1, 1))), "resizes a merged dim", "r"),
+    (lambda: ir.Reduce("q", _t(2,), "r", (1,)), "no rule for Reduce", "r"),
+    (lambda: ir.Reshape("q", _t(2, 2, 4), "r"), "neither splits nor merges", "q"),
+])
+def test_a_merged_dim_that_is_resized_or_summed_stops_the_lift(after, reason, culprit):
+    """The error names the reshape the executor then leaves to PyTorch: the merge, or a reshape of the
+    merged value that neither splits nor merges (the merge itself is then lifted to an output)."""
+    x = ir.Input("x", _t(2, 4, 2), 0)
+    kernel = ir.Kernel((x,), (
+        ir.Elementwise("s", _t(2, 4, 2), "neg", ("x",)),
+        ir.Reshape("r", _t(2, 8), "s"),
+        after(),
+    ), ("q",))
+    with pytest.raises(UnfoldableReshape, match=reason) as err:
+        push_reshapes(kernel)
+    assert err.value.name == culprit
+
+
+def test_a_lifted_value_is_resized_and_broadcast_along_the_dims_the_merge_left_alone():
+    x, c = ir.Input("x", _t(3, 4, 2), 0), ir.Input("c", _t(8,), 1)
+    kernel = ir.Kernel((x, c), (
+        ir.Elementwise("s", _t(3, 4, 2), "neg", ("x",)),
+        ir.Reshape("r", _t(3, 8), "s"),
+        ir.Pad("p", _t(5, 8), "r", 0.5, ((1, 1), (0, 0))),
+        ir.Broadcast("b", _t(2, 5, 8), "p", (1, 2)),
+        ir.Broadcast("cb", _t(2, 5, 8), "c", (2,)),
+        ir.Elementwise("y", _t(2, 5, 8), "mul", ("b", "cb")),
+    ), ("y",))
+    rewritten = push_reshapes(kernel)
+    by_name = {n.name: n for n in rewritten.nodes}
+    assert by_name["p"].type.shape == (5, 4, 2) and by_name["p"].widths == ((1, 1), (0, 0), (0, 0))
+    assert by_name["b"].type.shape == (2, 5, 4, 2) and by_name["b"].broadcast_dims == (1, 2, 3)
+    assert by_name["y"].type.shape == (2, 5, 4, 2)
+
+
+def _gptj_args(generator, dtype=torch.bfloat16, shape=(2, 4, 16, 32)):
+    x = randn(*shape, dtype=dtype, generator=generator)
+    cos, sin = (randn(shape[-2], shape[-1] // 2, dtype=dtype, generator=generator).repeat_interleave(2, -1)
+                for _ in range(2))
+    return x, cos, sin
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gptj_rotary_forward_is_one_kernel_with_the_flatten_inside(emulated, generator, dtype):
+    """GPT-J-style rotary: the stack of the strided halves and the math after the flatten in one kernel,
+    which writes the output unmerged (``[..., 16, 2]``) into the region's ``[..., 32]``: stores of 16
+    bytes, x, cos and sin loaded at 16 bytes, the strided halves (PyTorch's views) element by element."""
+    from thunder_padvec.examples import gptj_rope
+
+    x, cos, sin = _gptj_args(generator, dtype)
+    jitted, out, _ = jit_and_run(gptj_rope, x, cos, sin)
+    want = gptj_rope(x, cos, sin)
+    assert out.shape == want.shape and out.is_contiguous()
+    assert torch.equal(out, want)
+    (report,) = explain(jitted)
+    assert "reshape" in report.ops and not any(isinstance(n, ir.Reshape) for n in report.kernel.nodes)
+    (segment,) = report.plan.segments
+    assert segment.segment.shape == (2, 4, 16, 16, 2)
+    full = 16 // x.element_size()
+    assert [a.width for a in report.accesses if a.role == "output"] == [full]
+    loads = {}  # by the kernel input read (a view's own input)
+    for a in report.accesses:
+        if a.role == "input":
+            node = report.kernel.node(a.tensor)
+            loads[getattr(node, "operand", node.name)] = a.width
+    assert (loads.pop("x"), loads.pop("cos"), loads.pop("sin")) == (full, full, full), loads
+    assert sorted(loads.values()) == [1, 1], loads  # x[..., ::2] and x[..., 1::2]
+
+
+def test_gptj_rotary_gradient_matches_eager(emulated, generator):
+    from thunder_padvec.examples import gptj_rope
+
+    x, cos, sin = _gptj_args(generator, torch.float32)
+    cotangent = randn(*x.shape, generator=generator)
+    jitted = thunder.jit(gptj_rope, executors=[padvec])
+    (out,), grad = grads(jitted, x, cos, sin, (cotangent,))
+    (want,), want_grad = grads(gptj_rope, x, cos, sin, (cotangent,))
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(grad, want_grad)
+    assert any(t.sym.name.startswith("padvec") for t in thunder.last_backward_traces(jitted)[-1].bound_symbols)
+
+
+def test_a_merged_output_and_its_permuted_consumer(emulated, generator):
+    """The merged value is an output itself, and another output's one consumer permutes it (allocated in
+    the permuted order): both come back in the region's shapes, with eager's values."""
+    def fn(a, b):
+        merged = torch.stack((a, -b), dim=-1).flatten(-2)
+        return merged, ((merged * 2) + 1).permute(1, 0, 2).reshape(a.shape[1], -1)
+
+    a, b = (randn(3, 5, 8, generator=generator) for _ in range(2))
+    jitted, outs, _ = jit_and_run(fn, a, b)
+    for got, want in zip(outs, fn(a, b)):
+        assert got.shape == want.shape and torch.equal(got, want)
+    assert len(explain(jitted)) == 1
+
+
+def _dilated_reference(values: list, lo: int, hi: int, interior: int, fill) -> list:
+    """A dilated pad of one dim, as Thunder's pad prim defines it: element k at lo + k (interior + 1)."""
+    size = lo + len(values) + (len(values) - 1) * interior + hi
+    out = [fill] * max(size, 0)
+    for k, v in enumerate(values):
+        position = lo + k * (interior + 1)
+        if 0 <= position < size:
+            out[position] = v
+    return out
+
+
+def test_a_dilated_pad_is_rows_padded_whole_then_merged():
+    """``ops.dilation``, checked against the definition on every small case: each element a row of its
+    own, padded to ``interior + 1`` columns, rows added or cropped at the ends, the rows merged; None
+    exactly where the ends would cut into a row."""
+    from thunder_padvec.ops import dilation
+
+    taken = 0
+    for size in range(1, 5):
+        for interior in range(1, 4):
+            for lo in range(-4, 5):
+                for hi in range(-4, 5):
+                    if lo + size + (size - 1) * interior + hi < 0:
+                        continue
+                    want = _dilated_reference(list(range(1, size + 1)), lo, hi, interior, 0)
+                    found = dilation(lo, hi, interior, size)
+                    step = interior + 1
+                    if found is None:
+                        assert (hi + lo % step - interior) % step != 0 or min(lo // step, (hi + lo % step - interior)
+                                                                                  // step) < -size
+                        continue
+                    (before, after), (left, right) = found
+                    assert left + right == interior and left >= 0 and right >= 0
+                    rows = [[0] * left + [k] + [0] * right for k in range(1, size + 1)]
+                    padded = [rows[j - before] if 0 <= j - before < size else [0] * step
+                              for j in range(before + size + after)]  # both ends at once, as ir.Pad
+                    assert [v for row in padded for v in row] == want, (size, interior, lo, hi)
+                    taken += 1
+    assert taken > 200
+
+
+@pytest.mark.parametrize("index", [(Ellipsis, slice(None, None, 2)), (Ellipsis, slice(1, None, 2)),
+                                   (slice(None), slice(2, 7, 3)), (Ellipsis, slice(1, 6, 2))])
+def test_the_gradient_of_a_strided_slice_is_a_dilated_pad_in_padvecs_kernel(emulated, generator, index):
+    """Thunder's gradient of a strided slice is a pad with interior padding: padvec takes it into the
+    backward kernel (one kernel, no pad left to PyTorch), with eager's gradient."""
+    def fn(x, c):
+        return (x[index] * c[index]).sin()
+
+    x, c = randn(3, 9, 8, generator=generator), randn(3, 9, 8, generator=generator)
+    cotangent = randn(*fn(x, c).shape, generator=generator)
+    jitted = thunder.jit(fn, executors=[padvec])
+    x_grad = x.detach().requires_grad_(True)
+    torch.autograd.backward(jitted(x_grad, c), cotangent)
+    x_want = x.detach().requires_grad_(True)
+    torch.autograd.backward(fn(x_want, c), cotangent)
+    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    backward = thunder.last_backward_traces(jitted)[-1]
+    names = [b.sym.name for b in backward.bound_symbols]
+    assert sum(n.startswith("padvec") for n in names) == 1 and not any("pad" in n and "padvec" not in n
+                                                                        for n in names), names

@@ -39,6 +39,15 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return roped.to(dtype=x.dtype)
 
 
+def gptj_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """GPT-J-style (interleaved) rotary embedding of the whole last dim of ``x``: features ``2i`` and
+    ``2i + 1`` rotate as a pair; ``cos`` and ``sin`` hold each pair's value twice."""
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
+    return ((x * cos) + (rotated * sin)).to(dtype=x.dtype)
+
+
 def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:
     """RoPE on the first ``rope_n_elem`` features of ``x [B, nh, T, hs]``, the rest passed through."""
     if rope_n_elem == x.size(-1):

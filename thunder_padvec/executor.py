@@ -28,7 +28,7 @@ from .errors import InconsistentTrace, InternalError
 from .explain import fusions
 from .fusion import PadvecFusion, WithPrologue
 from .lower import lower
-from .reshapes import UnfoldableReshape, split_groups
+from .reshapes import UnfoldableReshape, merge_groups, split_groups
 
 log = logging.getLogger("thunder_padvec")
 
@@ -99,7 +99,8 @@ class PadvecExecutor(FusionExecutor):
                 raise internal
             warnings.warn(f"{name} runs in PyTorch: {internal}", RuntimeWarning, stacklevel=2)
             return self._in_pytorch(name, inputs, outputs, flat)
-        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views)
+        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views,
+                              _shapes(outputs, views))
         _remembered_orders(fusion)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
@@ -109,9 +110,9 @@ class PadvecExecutor(FusionExecutor):
 
     def _prologue(self, bsyms: list[BoundSymbol]) -> set[int]:
         """Positions of the bound symbols a kernel can't take, with the region's own producers of their
-        operands: symbols padvec does not claim, and layout ops (a permute, a reshape that merges dims)
-        of values the region computes. Padvec's own fusion pass never builds such a region; another
-        executor's can, where Thunder's rematerialization moves a producer fusion's ops into it."""
+        operands: symbols padvec does not claim, and layout ops (a permute, a reshape that neither only
+        splits nor only merges dims) of values the region computes. Padvec's own fusion pass never
+        builds such a region; another executor's can, where Thunder's rematerialization moves a producer fusion's ops into it."""
         producer, computed, head = {}, set(), set()
         for k, bsym in enumerate(bsyms):
             try:
@@ -153,7 +154,8 @@ class PadvecExecutor(FusionExecutor):
         except Exception as err:  # the region runs in PyTorch instead, as a whole
             log.debug("%s runs in PyTorch: %s", name, err)
             return self._in_pytorch(name, inputs, outputs, bsyms)
-        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views)
+        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views,
+                              _shapes(kernel_outputs, views))
         _remembered_orders(fusion)
         position = {p.name: ("arg", k) for k, p in enumerate(inputs)}
         position.update((p.name, ("prologue", k)) for k, p in enumerate(head_outputs))
@@ -180,9 +182,10 @@ class PadvecExecutor(FusionExecutor):
         return self.get_fuel()
 
     def _unfoldable(self, trace: TraceCtx) -> set[int]:
-        """Ids of the bound symbols with a permute, or a reshape that merges dims, of a value padvec
-        would compute: a kernel folds those ops only into the loads of its inputs, so they stay in
-        PyTorch. (A reshape that splits dims is computed in its new shape, see :mod:`.reshapes`.)"""
+        """Ids of the bound symbols with a permute, or a reshape that neither only splits nor only merges
+        dims, of a value padvec would compute: a kernel folds those ops only into the loads of its
+        inputs, so they stay in PyTorch. (A value split is computed in its new shape, a value merged in
+        its old one, see :mod:`.reshapes`.)"""
         computed: set[str] = set()
         return {id(bsym) for bsym in trace.bound_symbols
                 if self.can_fuse(bsym) and _folds_computed(self.flatten(bsym), computed)}
@@ -291,24 +294,30 @@ def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:
 
 
 def _folds_computed(flat: list[BoundSymbol], computed: set[str]) -> bool:
-    """Whether prims ``flat`` permute, or reshape other than by splitting dims, a value in ``computed``
-    (a kernel folds those ops only into its inputs' loads); adds what they compute to ``computed``
-    (layout ops of inputs compute nothing: they fold into the loads)."""
+    """Whether prims ``flat`` permute, or reshape other than by only splitting or only merging dims, a
+    value in ``computed`` (a kernel folds those ops only into its inputs' loads); adds what they compute
+    to ``computed`` (layout ops of inputs compute nothing: they fold into the loads)."""
     folds = False
     for prim in flat:
         from_computed = any(p.name in computed for p in prim.flat_proxy_args)
         if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
             computed.update(p.name for p in prim.flat_proxy_outs)
-        folds |= prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits(prim)
+        folds |= prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits_or_merges(prim)
     return folds
 
 
-def _splits(prim: BoundSymbol) -> bool:
-    """Whether a prim is a reshape that only splits dims."""
+def _splits_or_merges(prim: BoundSymbol) -> bool:
+    """Whether a prim is a reshape that only splits dims, or only merges them (see :mod:`.reshapes`)."""
     if prim.sym.id != prims.PrimIDs.RESHAPE:
         return False
-    old, new = prim.args[0].shape, prim.output.shape
-    return split_groups(tuple(int(s) for s in old), tuple(int(s) for s in new)) is not None
+    old, new = tuple(int(s) for s in prim.args[0].shape), tuple(int(s) for s in prim.output.shape)
+    return split_groups(old, new) is not None or merge_groups(old, new) is not None
+
+
+def _shapes(outputs: list[Proxy], views: tuple) -> tuple[tuple[int, ...], ...]:
+    """The shapes of a region's outputs that its kernel writes (those not made as views of inputs)."""
+    skipped = {position for position, _, _ in views}
+    return tuple(tuple(int(s) for s in p.shape) for k, p in enumerate(outputs) if k not in skipped)
 
 
 def _dce(inputs: list[Proxy], outputs: list[Proxy], bsyms: list[BoundSymbol]) -> list[BoundSymbol]:

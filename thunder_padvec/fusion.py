@@ -21,6 +21,7 @@ import torch
 
 from . import codegen, ir, knobs, vectorize
 from .errors import InternalError, LaunchError, PadvecError
+from .reshapes import merge_groups
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, fit_blocks, schedule
@@ -315,10 +316,19 @@ class PadvecFusion:
     """``fallback`` builds a PyTorch callable of the region, used where a kernel can't be built."""
 
     def __init__(self, kernel: ir.Kernel, name: str, fallback: Callable[[], Callable] | None = None,
-                 views: tuple = ()):
+                 views: tuple = (), shapes: tuple[tuple[int, ...], ...] | None = None):
         self.kernel, self.name, self._fallback = kernel, name, fallback
         self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
-        self._outputs = [(kernel.node(o).type.shape, TORCH_DTYPES[kernel.node(o).type.dtype]) for o in kernel.outputs]
+        # ``shapes``: the region's shape of each kernel output, where the kernel computes it unmerged (see
+        # ``reshapes``); it is allocated in the region's shape and written through a view in the kernel's
+        computed = [kernel.node(o).type.shape for o in kernel.outputs]
+        shapes = tuple(shapes) if shapes is not None else tuple(computed)
+        if len(shapes) != len(computed) or any(
+                tuple(s) != c and merge_groups(c, tuple(s)) is None for c, s in zip(computed, shapes)):
+            raise ValueError(f"{name}: outputs of shapes {shapes} are not merges of the kernel's {computed}")
+        self._merged = tuple(c if tuple(s) != c else None for c, s in zip(computed, shapes))
+        self._outputs = [(tuple(shape), TORCH_DTYPES[kernel.node(o).type.dtype])
+                         for o, shape in zip(kernel.outputs, shapes)]
         self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
         # per output: shape, strides and dtype to allocate (``torch.empty_strided``: the cheapest allocation)
         self._allocations = [(tuple(shape), _strides_for_order(shape, None), dtype) for shape, dtype in self._outputs]
@@ -402,7 +412,8 @@ class PadvecFusion:
     def _specialize(self, device: torch.device, args, outputs) -> Specialization:
         layouts = tuple(vectorize.Layout(tuple(a.stride()), alignment(a.data_ptr())) for a in args)
         out_alignments = tuple(alignment(o.data_ptr()) for o in outputs)
-        strides = tuple(tuple(o.stride()) for o in outputs)
+        strides = tuple(tuple(o.view(merged).stride() if merged else o.stride())
+                        for o, merged in zip(outputs, self._merged))
 
         def planned(max_rows: int | None = None, team_scale: int = TUNING.team_scale) -> vectorize.VectorPlan:
             return vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,

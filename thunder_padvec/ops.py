@@ -251,16 +251,53 @@ def _pad_problem(a, value, config) -> str | None:
     for entry in config:
         if len(entry) != 3 or not all(isinstance(v, int) for v in entry):
             return f"padding config {config}"
-        if entry[2] != 0:
-            return "a dilated pad"
+    dilated = [d for d, entry in enumerate(config) if entry[2] != 0]
+    if len(dilated) > 1:
+        return "a pad dilated along several dims"
+    if dilated:
+        (d,) = dilated
+        lo, hi, interior = config[d]
+        if interior < 0 or not isinstance(a, TensorProxy) or int(a.shape[d]) == 0:
+            return "a dilated pad of an empty dim, or with a negative interior"
+        if dilation(lo, hi, interior, int(a.shape[d])) is None:
+            return "a dilated pad whose ends cut into its rows"
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool}) or _number_problem(value)
+
+
+def dilation(lo: int, hi: int, interior: int, size: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """A dilated pad of a dim of ``size`` as rows of ``interior + 1``: each element starts a row, the
+    rows padded (or cropped) whole at the ends, ``(outer (lo, hi), inner (lo, hi))``, or None where the
+    ends cut into a row or crop more rows than there are. The element ``k`` lands at ``lo + k * (interior + 1)``: row ``outer lo + k``, column
+    ``inner lo``."""
+    step = interior + 1
+    rows_before, column = divmod(lo, step)
+    rows_after, rest = divmod(hi + column - interior, step)
+    if rest or rows_before + size + rows_after < 0 or min(rows_before, rows_after) < -size:
+        return None
+    return (rows_before, rows_after), (column, interior - column)
 
 
 def _translate_pad(bsym, lowering: Lowering) -> ir.Node:
     a, value, config = bsym.args[:3]
     out = bsym.output
-    widths = tuple((lo, hi) for lo, hi, _ in config)
-    return ir.Pad(out.name, lowering.tensor_type(out), lowering.operand(a), lowering.operand(value), widths)
+    widths = [(lo, hi) for lo, hi, _ in config]
+    dilated = [d for d, entry in enumerate(config) if entry[2] != 0]
+    if not dilated:
+        return ir.Pad(out.name, lowering.tensor_type(out), lowering.operand(a), lowering.operand(value), tuple(widths))
+    # a dilated pad: each element a row of its own (a new dim of size 1), the rows padded to interior + 1 and
+    # at the ends, then merged back (see reshapes: the merge goes to the outputs)
+    (d,) = dilated
+    t = lowering.tensor_type(a)
+    widths[d:d + 1] = dilation(*config[d], t.shape[d])
+    rows = (*t.shape[:d + 1], 1, *t.shape[d + 1:])
+    row = ir.Broadcast(f"{out.name}.rows", ir.TensorType(rows, t.dtype), lowering.operand(a),
+                       tuple(k + (k > d) for k in range(t.rank)))
+    padded = tuple(size + lo + hi for size, (lo, hi) in zip(rows, widths))
+    pad = ir.Pad(f"{out.name}.padded", ir.TensorType(padded, t.dtype), row.name, lowering.operand(value), tuple(widths))
+    lowering.add(row)
+    lowering.add(pad)
+    return ir.Reshape(out.name, lowering.tensor_type(out), pad.name)  # named as the pad: a reshape the executor
+    # can't take in its region leaves the whole pad to PyTorch
 
 
 def _slice_problem(a, start, end, strides=None) -> str | None:

@@ -9,13 +9,23 @@ whose views take the reshape as one more step of their chain.
 
 Pointwise ops, casts, broadcasts and sums commute with any split; a pad, slice or cat commutes
 where the dim it resizes splits into one dim of its size and dims of size 1 (LitGPT's gradient of
-q, ``[B, nh, T, hs] -> [B, groups, nh / groups, T, hs]``, resized along ``hs`` only). Elsewhere
-:class:`UnfoldableReshape` names the reshape, and the executor leaves it to PyTorch.
+q, ``[B, nh, T, hs] -> [B, groups, nh / groups, T, hs]``, resized along ``hs`` only).
+
+A reshape that only *merges* dims goes the other way, up to the outputs: the value keeps its
+unmerged shape, and so does every node computed from it (its other operands split to that shape,
+as above), down to the kernel's outputs, which the kernel writes in the unmerged shape into
+row-major memory of the region's shape (a reshape that is a view). GPT-J-style rotary's
+``stack((-x2, x1), -1).flatten(-2)`` followed by the math on the flat row is one kernel this way.
+A merged dim that a pad, slice, cat or broadcast acts on, a sum or another reshape of the merged
+value stops it. Elsewhere :class:`UnfoldableReshape` names the reshape, and the executor leaves it
+to PyTorch.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import NamedTuple
+
+import math
 
 from . import ir
 from .errors import UnsupportedError
@@ -65,11 +75,25 @@ def _resized_dim(groups: list[list[int]], new: tuple[int, ...], dim: int, reshap
     raise UnfoldableReshape(reshape, f"it drops dim {dim}, which a pad, slice or cat resizes")
 
 
+def merge_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]] | None:
+    """Per dim of ``new``, the dims of ``old`` that merge into it; None unless the reshape only merges."""
+    return split_groups(new, old)
+
+
+class _Lifted(NamedTuple):
+    """A value the kernel computes in the shape a merge reshape took it from."""
+
+    name: str  # the node that holds it in the unmerged shape
+    groups: list[list[int]]  # per dim of the merged shape, its dims in the unmerged one
+    reshape: str  # the merge reshape, for errors
+
+
 class _Pusher:
     def __init__(self, kernel: ir.Kernel):
         self.nodes: dict[str, ir.Node] = {n.name: n for n in kernel.inputs}
         self.order: list[ir.Node] = []
         self.clones: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.lifted: dict[str, _Lifted] = {}  # merged values by name (never computed in the merged shape)
         self.reshape = ""  # the reshape being pushed, for errors
 
     def add(self, node: ir.Node) -> str:
@@ -173,6 +197,121 @@ class _Pusher:
         return self.add(ir.Slice(name, t, source, start, tuple(end)))
 
 
+    # ----------------------------------------------------------------------------------------
+    # Merges, lifted to the outputs
+    # ----------------------------------------------------------------------------------------
+
+    def merge(self, node: ir.Reshape) -> None:
+        """A reshape that merges dims of ``node.operand`` (itself computed, or lifted)."""
+        source = self.lifted.get(node.operand)
+        unmerged_name = source.name if source else node.operand
+        unmerged = self.nodes[unmerged_name].type.shape
+        groups = merge_groups(unmerged, node.type.shape)
+        if groups is None:
+            raise UnfoldableReshape(node.name, f"{self.nodes[unmerged_name].type.shape} -> {node.type.shape} "
+                                               "neither splits nor merges dims")
+        self.lifted[node.name] = _Lifted(unmerged_name, groups, source.reshape if source else node.name)
+
+    def lift(self, node: ir.Node) -> None:
+        """``node``, an operand of which is lifted, computed in the unmerged shape (under its own name:
+        the merged one is never computed) and lifted too."""
+        first = next(self.lifted[o] for o in node.operand_names() if o in self.lifted)
+        self.reshape = first.reshape
+        if isinstance(node, ir.Reshape):
+            return self.merge(node)
+        shape, groups = self.nodes[first.name].type.shape, first.groups
+        t = ir.TensorType(shape, node.type.dtype)
+        if isinstance(node, ir.Cast):
+            lifted = ir.Cast(node.name, t, self._unmerged(node.operand, shape))
+        elif isinstance(node, ir.Elementwise):
+            operands = tuple(self._unmerged(o, shape) if isinstance(o, str) else o for o in node.operands)
+            lifted = ir.Elementwise(node.name, t, node.op, operands)
+        elif isinstance(node, ir.Broadcast):
+            lifted, groups = self._lift_broadcast(node, first)
+        elif isinstance(node, (ir.Pad, ir.Slice, ir.Cat)):
+            lifted, groups = self._lift_resize(node, first)
+        else:
+            raise UnfoldableReshape(self.reshape, f"no rule for {type(node).__name__} of a merged value")
+        self.add(lifted)
+        self.lifted[node.name] = _Lifted(node.name, groups, first.reshape)
+
+    def _unmerged(self, name: str, shape: tuple[int, ...]) -> str:
+        """``name`` in the unmerged ``shape``: its lifted node, or the value split to that shape."""
+        lifted = self.lifted.get(name)
+        if lifted is None:
+            return self.reshaped(name, shape)
+        if self.nodes[lifted.name].type.shape != shape:
+            raise UnfoldableReshape(self.reshape, f"{name} is merged from {self.nodes[lifted.name].type.shape}, "
+                                                  f"not from {shape}")
+        return lifted.name
+
+    def _lift_broadcast(self, node: ir.Broadcast, source: _Lifted) -> tuple[ir.Node, list[list[int]]]:
+        operand = self.nodes[source.name].type.shape
+        by_dim = dict(zip(node.broadcast_dims, range(len(node.broadcast_dims))))
+        shape, groups, dims = [], [], [0] * len(operand)
+        for d, size in enumerate(node.type.shape):
+            i = by_dim.get(d)
+            if i is None or len(source.groups[i]) == 1:  # a new dim, or one the merge left alone
+                if i is not None:
+                    dims[source.groups[i][0]] = len(shape)
+                groups.append([len(shape)])
+                shape.append(size)
+                continue
+            if self._shape(node.operand)[i] != size:
+                raise UnfoldableReshape(self.reshape, f"a broadcast expands merged dim {i}")
+            groups.append([])
+            for k in source.groups[i]:
+                dims[k] = len(shape)
+                groups[-1].append(len(shape))
+                shape.append(operand[k])
+        t = ir.TensorType(tuple(shape), node.type.dtype)
+        return ir.Broadcast(node.name, t, source.name, tuple(dims)), groups
+
+    def _lift_resize(self, node, first: _Lifted) -> tuple[ir.Node, list[list[int]]]:
+        groups = first.groups
+        if isinstance(node, ir.Slice):
+            before = self._shape(node.operand)
+            resized = [d for d in range(node.type.rank) if node.start[d] != 0 or node.end[d] != before[d]]
+        else:
+            resized = [d for d in range(node.type.rank) if _resizes(node, self.nodes, d)]
+        if any(len(groups[d]) != 1 for d in resized):
+            raise UnfoldableReshape(self.reshape, f"{type(node).__name__.lower()} {node.name} resizes a merged dim")
+        unmerged = self.nodes[first.name].type.shape
+
+        def in_unmerged(merged_shape: tuple[int, ...]) -> tuple[int, ...]:
+            sizes = list(unmerged)
+            for d in resized:
+                sizes[groups[d][0]] = merged_shape[d]
+            return tuple(sizes)
+
+        def per_unmerged_dim(values, default):
+            out = [default] * len(unmerged)
+            for d in resized:
+                out[groups[d][0]] = values[d]
+            return tuple(out)
+
+        t = ir.TensorType(in_unmerged(node.type.shape), node.type.dtype)
+        name = node.name
+        if isinstance(node, ir.Cat):
+            pieces = tuple(self._unmerged(p, in_unmerged(self._shape(p))) for p in node.operands)
+            return ir.Cat(name, t, pieces, groups[node.dim][0]), groups
+        source = self._unmerged(node.operand, in_unmerged(self._shape(node.operand)))
+        if isinstance(node, ir.Pad):
+            return ir.Pad(name, t, source, node.value, per_unmerged_dim(node.widths, (0, 0))), groups
+        end = list(t.shape)
+        for d in resized:
+            end[groups[d][0]] = node.end[d]
+        return ir.Slice(name, t, source, per_unmerged_dim(node.start, 0), tuple(end)), groups
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The merged shape of ``name``, lifted or not."""
+        lifted = self.lifted.get(name)
+        if lifted is None:
+            return self.nodes[name].type.shape
+        unmerged = self.nodes[lifted.name].type.shape
+        return tuple(math.prod(unmerged[k] for k in group) for group in lifted.groups)
+
+
 def _resizes(node: ir.Node, nodes: dict[str, ir.Node], d: int) -> bool:
     if isinstance(node, ir.Cat):
         return d == node.dim
@@ -188,12 +327,18 @@ def push_reshapes(kernel: ir.Kernel) -> ir.Kernel:
         return kernel
     pusher = _Pusher(kernel)
     for node in kernel.nodes:
-        if isinstance(node, ir.Reshape):
+        if any(o in pusher.lifted for o in node.operand_names()):
+            pusher.lift(node)
+        elif isinstance(node, ir.Reshape):
             pusher.reshape = node.name
-            pusher.reshaped(node.operand, node.type.shape, as_name=node.name)
+            if split_groups(pusher.nodes[node.operand].type.shape, node.type.shape) is not None:
+                pusher.reshaped(node.operand, node.type.shape, as_name=node.name)
+            else:
+                pusher.merge(node)
         else:
             pusher.add(node)
-    return _without_dead(replace(kernel, nodes=tuple(pusher.order)))
+    outputs = tuple(pusher.lifted[o].name if o in pusher.lifted else o for o in kernel.outputs)
+    return _without_dead(ir.Kernel(kernel.inputs, tuple(pusher.order), outputs))
 
 
 def _without_dead(kernel: ir.Kernel) -> ir.Kernel:

@@ -5,7 +5,7 @@ import torch
 
 from thunder_padvec import configs
 from thunder_padvec.bench.block import BlockCase, BuiltBlock, checked, fusion_counts
-from thunder_padvec.bench.cases import Case, Unavailable, build, cases, executor, with_backward
+from thunder_padvec.bench.cases import Case, Unavailable, build, cases, executor, forms, with_backward
 from thunder_padvec.bench.measure import check
 
 TINY = [configs.RopeConfig("tiny-gqa", 1, 4, 2, 32, 32, 8), configs.RopeConfig("tiny-seed", 2, 2, 2, 32, 8, 8)]
@@ -14,12 +14,13 @@ TINY = [configs.RopeConfig("tiny-gqa", 1, 4, 2, 32, 32, 8), configs.RopeConfig("
 def test_every_configuration_has_both_passes():
     found = {(c.config.id, c.form, c.dtype, c.pass_) for c in cases()}
     for cfg in configs.ALL:
-        for form in (["rope"] if cfg.name == "seed" else ["rope", "qkv_split_rope"]):
+        for form in forms(cfg):
             assert {(cfg.id, form, "bfloat16", p) for p in ("fwd", "fwd+bwd")} <= found
+    assert forms(configs.INTERLEAVED[0]) == ["gptj_rope"] and forms(configs.LITGPT[0]) == ["rope", "qkv_split_rope"]
 
 
 @pytest.mark.parametrize("cfg", TINY, ids=lambda c: c.name)
-@pytest.mark.parametrize("form", ["rope", "qkv_split_rope"])
+@pytest.mark.parametrize("form", ["rope", "qkv_split_rope", "gptj_rope"])
 @pytest.mark.parametrize("pass_", ["fwd", "fwd+bwd"])
 @pytest.mark.parametrize("name", ["eager", "thunder", "padvec"])
 def test_executors_agree_with_eager(emulated, cfg, form, pass_, name):

@@ -107,12 +107,12 @@ def test_a_merge_of_a_computed_value_is_lifted_to_the_outputs():
 
 
 @pytest.mark.parametrize("after, reason, culprit", [
-    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 0), (2, 4)), "resizes a merged dim", "r"),
-    (lambda: ir.Pad("q", _t(2, 10), "r", 0.0, ((0, 0), (1, 1))), "resizes a merged dim", "r"),
+    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 1), (2, 5)), "cuts into its rows of 2", "r"),
+    (lambda: ir.Pad("q", _t(2, 10), "r", 0.0, ((0, 0), (1, 1))), "cuts into its rows of 2", "r"),
     (lambda: ir.Reduce("q", _t(2,), "r", (1,)), "no rule for Reduce", "r"),
     (lambda: ir.Reshape("q", _t(2, 2, 4), "r"), "neither splits nor merges", "q"),
 ])
-def test_a_merged_dim_that_is_resized_or_summed_stops_the_lift(after, reason, culprit):
+def test_a_merged_dim_cut_inside_its_rows_or_summed_stops_the_lift(after, reason, culprit):
     """The error names the reshape the executor then leaves to PyTorch: the merge, or a reshape of the
     merged value that neither splits nor merges (the merge itself is then lifted to an output)."""
     x = ir.Input("x", _t(2, 4, 2), 0)
@@ -124,6 +124,34 @@ def test_a_merged_dim_that_is_resized_or_summed_stops_the_lift(after, reason, cu
     with pytest.raises(UnfoldableReshape, match=reason) as err:
         push_reshapes(kernel)
     assert err.value.name == culprit
+
+
+@pytest.mark.parametrize("after, widths", [
+    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 2), (2, 6)), ((0, 0), (1, 1), (0, 0))),  # rows 1 and 2 of 4
+    (lambda: ir.Pad("q", _t(2, 12), "r", 0.0, ((0, 0), (2, 2))), ((0, 0), (1, 1), (0, 0))),  # a row each side
+])
+def test_a_merged_dim_resized_in_whole_rows_is_resized_in_its_outer_dim(after, widths):
+    x = ir.Input("x", _t(2, 4, 2), 0)
+    kernel = ir.Kernel((x,), (
+        ir.Elementwise("s", _t(2, 4, 2), "neg", ("x",)),
+        ir.Reshape("r", _t(2, 8), "s"),
+        after(),
+    ), ("q",))
+    (q,) = [n for n in push_reshapes(kernel).nodes if n.name == "q"]
+    if isinstance(q, ir.Slice):
+        assert (q.type.shape, q.start, q.end) == ((2, 2, 2), (0, 1, 0), (2, 3, 2))
+    else:
+        assert (q.type.shape, q.widths) == ((2, 6, 2), widths)
+
+
+def test_a_split_of_a_dim_padded_in_whole_rows_is_padded_in_its_outer_dim():
+    x = ir.Input("x", _t(2, 6), 0)
+    kernel = ir.Kernel((x,), (
+        ir.Pad("p", _t(2, 10), "x", 0.0, ((0, 0), (2, 2))),
+        ir.Reshape("r", _t(2, 5, 2), "p"),
+    ), ("r",))
+    (view, pad) = push_reshapes(kernel).nodes
+    assert view.chain == (("reshape", (2, 3, 2)),) and pad.widths == ((0, 0), (1, 1), (0, 0))
 
 
 def test_a_lifted_value_is_resized_and_broadcast_along_the_dims_the_merge_left_alone():
@@ -265,3 +293,28 @@ def test_the_gradient_of_a_strided_slice_is_a_dilated_pad_in_padvecs_kernel(emul
     names = [b.sym.name for b in backward.bound_symbols]
     assert sum(n.startswith("padvec") for n in names) == 1 and not any("pad" in n and "padvec" not in n
                                                                         for n in names), names
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_partial_gptj_rotary_is_one_kernel_each_way(emulated, generator, dtype):
+    """GPT-J-6B's rotary: the first 16 of 64 features rotated in pairs, the rest passed through (a cat
+    along the merged dim, in whole pairs: the cat joins the kernel in the unmerged shape); the forward is
+    one kernel that stores 16 bytes a thread, the backward one kernel; values and gradient as eager's."""
+    from thunder_padvec.examples import gptj_rope
+
+    x = randn(2, 4, 16, 64, dtype=dtype, generator=generator)
+    cos, sin = (randn(16, 8, dtype=dtype, generator=generator).repeat_interleave(2, -1) for _ in range(2))
+    cotangent = randn(*x.shape, dtype=dtype, generator=generator)
+    jitted = thunder.jit(gptj_rope, executors=[padvec])
+    x_grad = x.detach().requires_grad_(True)
+    out = jitted(x_grad, cos, sin, 16)
+    out.backward(cotangent)
+    x_want = x.detach().requires_grad_(True)
+    want = gptj_rope(x_want, cos, sin, 16)
+    want.backward(cotangent)
+    assert torch.equal(out, want)
+    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    forward, backward = explain(jitted)
+    assert (forward.trace, backward.trace) == ("forward", "backward")
+    assert [a.width for a in forward.accesses if a.role == "output"] == [16 // x.element_size()]
+    assert [s.segment.shape for s in forward.plan.segments] == [(2, 4, 16, 32, 2)]

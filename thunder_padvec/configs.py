@@ -1,4 +1,5 @@
-"""RoPE configurations: the seed's, and LitGPT models' attention shapes at their block size."""
+"""RoPE configurations: the seed's, LitGPT models' attention shapes at their block size, and GPT-J-6B's
+(interleaved rotary)."""
 
 from __future__ import annotations
 
@@ -33,4 +34,7 @@ _LITGPT = [
 ]
 LITGPT = [RopeConfig(name, b, *shape) for name, *shape in _LITGPT for b in (1, 2)]
 
-ALL = SEED + LITGPT
+# GPT-J-style (interleaved) rotary: GPT-J-6B rotates the first 64 of each head's 256 features in pairs
+INTERLEAVED = [RopeConfig("GPT-J-6B", b, 16, 16, 256, 64, 2048) for b in (1, 2)]
+
+ALL = SEED + LITGPT + INTERLEAVED

@@ -39,13 +39,17 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return roped.to(dtype=x.dtype)
 
 
-def gptj_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """GPT-J-style (interleaved) rotary embedding of the whole last dim of ``x``: features ``2i`` and
-    ``2i + 1`` rotate as a pair; ``cos`` and ``sin`` hold each pair's value twice."""
-    x1 = x[..., ::2]
-    x2 = x[..., 1::2]
+def gptj_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int | None = None) -> torch.Tensor:
+    """GPT-J-style (interleaved) rotary embedding of the first ``rope_n_elem`` features of ``x`` (all by
+    default): features ``2i`` and ``2i + 1`` rotate as a pair; ``cos`` and ``sin`` hold each pair's value
+    twice. GPT-J-6B rotates 64 of its 256."""
+    rope_n_elem = x.size(-1) if rope_n_elem is None else rope_n_elem
+    x_rope = x[..., :rope_n_elem]
+    x1 = x_rope[..., ::2]
+    x2 = x_rope[..., 1::2]
     rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
-    return ((x * cos) + (rotated * sin)).to(dtype=x.dtype)
+    roped = ((x_rope * cos) + (rotated * sin)).to(dtype=x.dtype)
+    return roped if rope_n_elem == x.size(-1) else torch.cat((roped, x[..., rope_n_elem:]), dim=-1)
 
 
 def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:

@@ -62,17 +62,28 @@ def split_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]] 
     return groups
 
 
-def _resized_dim(groups: list[list[int]], new: tuple[int, ...], dim: int, reshape: str) -> int:
-    """The one new dim that carries a resize of old ``dim``: the group's only dim of size > 1."""
-    group = groups[dim]
-    wide = [k for k in group if new[k] != 1]
-    if len(wide) > 1:
-        raise UnfoldableReshape(reshape, f"it splits dim {dim}, which a pad, slice or cat resizes")
-    if wide:
-        return wide[0]
-    if group:
-        return group[0]
-    raise UnfoldableReshape(reshape, f"it drops dim {dim}, which a pad, slice or cat resizes")
+def _outer_dim(node, groups: list[list[int]], fine: tuple[int, ...], d: int, shape_of, reshape: str) -> tuple[int, int]:
+    """Where a pad, slice or cat of dim ``d`` acts in the finer shape ``fine`` (``groups[d]``: the dims ``d``
+    is made of): ``(the outermost of them of size > 1, the product of the sizes inside it)``. Every offset
+    and size of the resize must be whole rows of that product, else :class:`UnfoldableReshape`."""
+    kind = type(node).__name__.lower()
+    group = groups[d]
+    if not group:
+        raise UnfoldableReshape(reshape, f"dim {d}, which a {kind} resizes, has no dim of its own")
+    wide = [k for k in group if fine[k] != 1]
+    if not wide:
+        return group[0], 1
+    inner = math.prod(fine[k] for k in wide[1:])
+    if isinstance(node, ir.Pad):
+        amounts = node.widths[d]
+    elif isinstance(node, ir.Slice):
+        amounts = (node.start[d], node.end[d], shape_of(node.operand)[d])
+    else:
+        amounts = tuple(shape_of(p)[d] for p in node.operands)
+    if any(a % inner for a in amounts):
+        raise UnfoldableReshape(reshape, f"it splits or merges dim {d}, which a {kind} resizes, and the {kind} "
+                                         f"cuts into its rows of {inner}")
+    return wide[0], inner
 
 
 def merge_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]] | None:
@@ -168,34 +179,37 @@ class _Pusher:
         return self.add(ir.Reduce(name, ir.TensorType(shape, node.type.dtype), source, tuple(dims)))
 
     def _resize(self, node, shape, groups, name) -> str:
-        t = ir.TensorType(shape, node.type.dtype)
-        resized = [d for d in range(node.type.rank) if _resizes(node, self.nodes, d)]
-        target = {d: _resized_dim(groups, shape, d, self.reshape) for d in resized}
+        return self.add(self._fine_resize(node, shape, groups, name, lambda n: self.nodes[n].type.shape,
+                                          self.reshaped))
 
-        def operand_shape(operand: str) -> tuple[int, ...]:
-            sizes = list(shape)
-            for d, k in target.items():
-                sizes[k] = self.nodes[operand].type.shape[d]
+    def _fine_resize(self, node, fine: tuple[int, ...], groups, name: str, shape_of, operand_in) -> ir.Node:
+        """A pad, slice or cat computed in a finer shape: ``groups[d]``, the dims of ``fine`` its dim ``d`` is
+        made of; ``fine``, a fine shape of its result along the dims it does not resize; ``shape_of``, an
+        operand's own shape; ``operand_in(name, shape)``, the operand in a fine shape."""
+        resized = [d for d in range(node.type.rank) if _resizes(node, shape_of, d)]
+        target = {d: _outer_dim(node, groups, fine, d, shape_of, self.reshape) for d in resized}
+
+        def in_fine(coarse: tuple[int, ...]) -> tuple[int, ...]:
+            sizes = list(fine)
+            for d, (k, inner) in target.items():
+                sizes[k] = coarse[d] // inner
             return tuple(sizes)
 
-        def per_new_dim(values, default):
-            out = [default] * len(shape)
-            for d, k in target.items():
-                out[k] = values[d]
+        def per_fine_dim(values, default):
+            out = [default] * len(fine)
+            for d, (k, inner) in target.items():
+                out[k] = tuple(v // inner for v in values[d]) if isinstance(values[d], tuple) else values[d] // inner
             return tuple(out)
 
+        t = ir.TensorType(in_fine(node.type.shape), node.type.dtype)
         if isinstance(node, ir.Cat):
-            pieces = tuple(self.reshaped(p, operand_shape(p)) for p in node.operands)
-            return self.add(ir.Cat(name, t, pieces, target[node.dim]))
-        source = self.reshaped(node.operand, operand_shape(node.operand))
+            pieces = tuple(operand_in(p, in_fine(shape_of(p))) for p in node.operands)
+            return ir.Cat(name, t, pieces, target[node.dim][0])
+        source = operand_in(node.operand, in_fine(shape_of(node.operand)))
         if isinstance(node, ir.Pad):
-            return self.add(ir.Pad(name, t, source, node.value, per_new_dim(node.widths, (0, 0))))
-        start = per_new_dim(node.start, 0)
-        end = list(shape)
-        for d, k in target.items():
-            end[k] = node.end[d]
-        return self.add(ir.Slice(name, t, source, start, tuple(end)))
-
+            return ir.Pad(name, t, source, node.value, per_fine_dim(node.widths, (0, 0)))
+        end = in_fine(node.end) if target else fine
+        return ir.Slice(name, t, source, per_fine_dim(node.start, 0), end)
 
     # ----------------------------------------------------------------------------------------
     # Merges, lifted to the outputs
@@ -268,40 +282,8 @@ class _Pusher:
         return ir.Broadcast(node.name, t, source.name, tuple(dims)), groups
 
     def _lift_resize(self, node, first: _Lifted) -> tuple[ir.Node, list[list[int]]]:
-        groups = first.groups
-        if isinstance(node, ir.Slice):
-            before = self._shape(node.operand)
-            resized = [d for d in range(node.type.rank) if node.start[d] != 0 or node.end[d] != before[d]]
-        else:
-            resized = [d for d in range(node.type.rank) if _resizes(node, self.nodes, d)]
-        if any(len(groups[d]) != 1 for d in resized):
-            raise UnfoldableReshape(self.reshape, f"{type(node).__name__.lower()} {node.name} resizes a merged dim")
-        unmerged = self.nodes[first.name].type.shape
-
-        def in_unmerged(merged_shape: tuple[int, ...]) -> tuple[int, ...]:
-            sizes = list(unmerged)
-            for d in resized:
-                sizes[groups[d][0]] = merged_shape[d]
-            return tuple(sizes)
-
-        def per_unmerged_dim(values, default):
-            out = [default] * len(unmerged)
-            for d in resized:
-                out[groups[d][0]] = values[d]
-            return tuple(out)
-
-        t = ir.TensorType(in_unmerged(node.type.shape), node.type.dtype)
-        name = node.name
-        if isinstance(node, ir.Cat):
-            pieces = tuple(self._unmerged(p, in_unmerged(self._shape(p))) for p in node.operands)
-            return ir.Cat(name, t, pieces, groups[node.dim][0]), groups
-        source = self._unmerged(node.operand, in_unmerged(self._shape(node.operand)))
-        if isinstance(node, ir.Pad):
-            return ir.Pad(name, t, source, node.value, per_unmerged_dim(node.widths, (0, 0))), groups
-        end = list(t.shape)
-        for d in resized:
-            end[groups[d][0]] = node.end[d]
-        return ir.Slice(name, t, source, per_unmerged_dim(node.start, 0), tuple(end)), groups
+        fine = self.nodes[first.name].type.shape
+        return self._fine_resize(node, fine, first.groups, node.name, self._shape, self._unmerged), first.groups
 
     def _shape(self, name: str) -> tuple[int, ...]:
         """The merged shape of ``name``, lifted or not."""
@@ -312,12 +294,12 @@ class _Pusher:
         return tuple(math.prod(unmerged[k] for k in group) for group in lifted.groups)
 
 
-def _resizes(node: ir.Node, nodes: dict[str, ir.Node], d: int) -> bool:
+def _resizes(node: ir.Node, shape_of, d: int) -> bool:
     if isinstance(node, ir.Cat):
         return d == node.dim
     if isinstance(node, ir.Pad):
         return node.widths[d] != (0, 0)
-    return node.start[d] != 0 or node.end[d] != nodes[node.operand].type.shape[d]
+    return node.start[d] != 0 or node.end[d] != shape_of(node.operand)[d]
 
 
 def push_reshapes(kernel: ir.Kernel) -> ir.Kernel:

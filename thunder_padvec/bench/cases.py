@@ -1,8 +1,8 @@
 """The RoPE benchmark cases and the executors compared on them.
 
 A case is a configuration (``thunder_padvec.configs``), a form ("rope": RoPE of a given
-``[B, nh, T, hs]`` tensor; "qkv_split_rope": LitGPT's prologue from the fused ``qkv`` tensor), a
-pass and a dtype. ``build(case)`` makes its inputs and reference; ``executor(name, case)`` returns
+``[B, nh, T, hs]`` tensor; "qkv_split_rope": LitGPT's prologue from the fused ``qkv`` tensor;
+"gptj_rope": GPT-J-style interleaved rotary of a given ``[B, nh, T, hs]`` tensor), a pass and a dtype. ``build(case)`` makes its inputs and reference; ``executor(name, case)`` returns
 a callable or raises ``Unavailable`` with the reason.
 """
 
@@ -16,7 +16,7 @@ import thunder
 import torch
 
 from .. import configs
-from ..examples import litgpt_rope, qkv_split_rope, rope_one_entry
+from ..examples import gptj_rope, litgpt_rope, qkv_split_rope, rope_one_entry
 
 EXECUTORS = ["eager", "torch.compile", "thunder", "padvec", "liger", "nvfuser", "copy"]
 
@@ -28,7 +28,7 @@ class Unavailable(Exception):
 @dataclass(frozen=True)
 class Case:
     config: configs.RopeConfig
-    form: str  # "rope" or "qkv_split_rope"
+    form: str  # "rope", "qkv_split_rope" or "gptj_rope"
     dtype: str
     pass_: str = "fwd"
 
@@ -37,13 +37,20 @@ class Case:
         return f"{self.config.id}-{self.form}-{self.dtype}-{self.pass_}"
 
 
+def forms(cfg: configs.RopeConfig) -> list[str]:
+    """The forms a configuration is measured in: its model's own."""
+    if cfg in configs.INTERLEAVED:
+        return ["gptj_rope"]
+    return ["rope"] if cfg.name == "seed" else ["rope", "qkv_split_rope"]
+
+
 def cases() -> list[Case]:
     found = []
     for cfg in configs.ALL:
         dtypes = ["bfloat16", "float16", "float32"] if cfg.name == "seed" and cfg.batch == 256 else ["bfloat16"]
-        forms = ["rope"] if cfg.name == "seed" else ["rope", "qkv_split_rope"]
         for pass_ in ("fwd", "fwd+bwd"):
-            found += [Case(cfg, form, d, pass_) for form in forms for d in (dtypes if form == "rope" else ["bfloat16"])]
+            found += [Case(cfg, form, d, pass_) for form in forms(cfg)
+                      for d in (dtypes if form == "rope" else ["bfloat16"])]
     return found
 
 
@@ -52,7 +59,7 @@ def _program(case: Case):
     if case.form == "qkv_split_rope":
         return functools.partial(qkv_split_rope, n_head=c.n_head, n_query_groups=c.n_query_groups,
                                  head_size=c.head_size, rope_n_elem=c.rope_n_elem)
-    fn = rope_one_entry if c.name == "seed" else litgpt_rope
+    fn = gptj_rope if case.form == "gptj_rope" else rope_one_entry if c.name == "seed" else litgpt_rope
     return functools.partial(fn, rope_n_elem=c.rope_n_elem)
 
 
@@ -85,8 +92,10 @@ def build(case: Case, generator: torch.Generator | None = None, device: str = "c
         x = randn(c.batch, c.seq, (c.n_head + 2 * c.n_query_groups) * c.head_size)
     else:
         x = randn(c.batch, c.n_head, c.seq, c.head_size)
-    # cos and sin as a RoPE cache holds them: the same frequencies in both halves of a row
-    cos, sin = (randn(c.seq, c.rope_n_elem // 2).repeat(1, 2) for _ in range(2))
+    # cos and sin as a RoPE cache holds them: the same frequencies in both halves of a row (in both
+    # features of a pair, interleaved)
+    cos, sin = (randn(c.seq, c.rope_n_elem // 2).repeat_interleave(2, -1) if case.form == "gptj_rope"
+                else randn(c.seq, c.rope_n_elem // 2).repeat(1, 2) for _ in range(2))
     args = (x, cos, sin)
     fn = _program(case)
     expected = fn(*args)
@@ -110,6 +119,8 @@ def _liger(case: Case, fn):
     except Exception as err:  # not installed, or its Triton does not load
         raise Unavailable(f"liger-kernel does not import: {type(err).__name__}: {err}") from err
     c = case.config
+    if case.form == "gptj_rope":
+        raise Unavailable("Liger-Kernel's rope rotates the halves of a head, not interleaved pairs")
     if c.rope_n_elem != c.head_size:
         raise Unavailable(f"Liger-Kernel's rope rotates whole heads; this configuration rotates {c.rope_n_elem} "
                           f"of {c.head_size} features")

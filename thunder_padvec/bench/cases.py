@@ -2,8 +2,9 @@
 
 A case is a configuration (``thunder_padvec.configs``), a form ("rope": RoPE of a given
 ``[B, nh, T, hs]`` tensor; "qkv_split_rope": LitGPT's prologue from the fused ``qkv`` tensor;
-"gptj_rope": GPT-J-style interleaved rotary of a given ``[B, nh, T, hs]`` tensor), a pass and a dtype. ``build(case)`` makes its inputs and reference; ``executor(name, case)`` returns
-a callable or raises ``Unavailable`` with the reason.
+"gptj_rope": GPT-J-style interleaved rotary of a given ``[B, nh, T, hs]`` tensor), a pass and a
+dtype. ``build(case)`` makes its inputs and reference; ``executor(name, case)`` returns a callable or
+raises ``Unavailable`` with the reason.
 """
 
 from __future__ import annotations

@@ -82,16 +82,21 @@ def test_unsupported_dtype_runs_in_pytorch(emulated, generator):
     assert torch.equal(out, torch.cat((x[:, 4:], -x[:, :4]), dim=1))
 
 
-def test_strided_slice_is_left_to_pytorch_and_the_rest_fused(emulated, generator):
-    def fn(a):
+def test_strided_slices_of_inputs_fuse_and_of_computed_values_are_left_to_pytorch(emulated, generator):
+    def of_input(a):
         return torch.cat((a[:, ::2] * 3.0, a[:, 1::2]), dim=1)
 
+    def of_computed(a):
+        b = a * 3.0
+        return torch.cat((b[:, ::2], b[:, 1::2]), dim=1)
+
     x = randn(4, 16, generator=generator)
-    _, out, trace = jit_and_run(fn, x)
-    assert fusions(trace)
-    unfused = unfused_ops(trace)
-    assert unfused and set(unfused) == {"slice_prim"}
-    assert torch.equal(out, fn(x))
+    _, out, trace = jit_and_run(of_input, x)
+    assert len(fusions(trace)) == 1 and unfused_ops(trace) == []
+    assert torch.equal(out, of_input(x))
+    _, out, trace = jit_and_run(of_computed, x)
+    assert len(fusions(trace)) == 2 and set(unfused_ops(trace)) == {"slice_prim"}
+    assert torch.equal(out, of_computed(x))
 
 
 def _proxy(shape, dtype=dtypes.float32, device="cpu"):
@@ -103,9 +108,12 @@ def test_checkers_decline_bad_input_without_raising(emulated):
     with tracectx(TraceCtx()):
         a = _proxy((4, 4))
         assert check[prims.pad.id](a, 0.0, [(1, 1, 0), (0, 0, 0)])
-        assert not check[prims.pad.id](a, 0.0, [(1, 1, 1), (0, 0, 0)])  # dilated
+        assert not check[prims.pad.id](a, 0.0, [(1, 1, 1), (0, 0, 0)])  # dilated, the last row cut
+        assert check[prims.pad.id](a, 0.0, [(1, 0, 1), (0, 0, 0)])  # dilated in whole rows of 2
+        assert not check[prims.pad.id](a, 0.0, [(1, 0, 1), (1, 0, 1)])  # dilated along two dims
         assert check[prims.slice_prim.id](a, [0, 1], [4, 4], [1, 1])
-        assert not check[prims.slice_prim.id](a, [0, 0], [4, 4], [1, 2])  # strided
+        assert check[prims.slice_prim.id](a, [0, 0], [4, 4], [1, 2])  # strided (folded where of an input)
+        assert not check[prims.slice_prim.id](a, [0, 0], [4, 4], [1, 0])  # a step of 0
         assert check[prims.add.id](_proxy((4, 4), dtypes.float64), 1.0)
         assert not check[prims.add.id](_proxy((4, 4), dtypes.complex64), 1.0)  # dtype
         assert not check[prims.add.id](_proxy((4, 4), dtypes.int32), 1)

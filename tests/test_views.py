@@ -49,6 +49,16 @@ VIEW_CASES = [
      .reshape(B, G * Q, T, HS)),
     ("permute-split", (4, 6), (("permute", (1, 0)), ("reshape", (3, 2, 4))), lambda t: t.permute(1, 0).reshape(3, 2, 4)),
     ("merge-split", (2, 3, 4), (("reshape", (6, 4)), ("reshape", (2, 12))), lambda t: t.reshape(6, 4).reshape(2, 12)),
+    ("strided", (4, 6), (("slice", (0, 1), (4, 6), (1, 2)),), lambda t: t[:, 1::2]),
+    ("strided-rows", (5, 6), (("slice", (1, 0), (5, 5), (2, 1)),), lambda t: t[1::2, :5]),
+    ("strided-one", (4, 6), (("slice", (0, 4), (4, 6), (1, 3)),), lambda t: t[:, 4::3]),
+    # a merge of permuted dims keeps two components: the step is the inner one's extent, or a part of it
+    ("strided-merged", (4, 6), (("permute", (1, 0)), ("reshape", (24,)), ("slice", (1,), (24,), (4,))),
+     lambda t: t.permute(1, 0).reshape(24)[1::4]),
+    ("strided-merged-split", (4, 6), (("permute", (1, 0)), ("reshape", (24,)), ("slice", (1,), (24,), (2,))),
+     lambda t: t.permute(1, 0).reshape(24)[1::2]),
+    ("strided-merged-outer", (4, 6), (("permute", (1, 0)), ("reshape", (24,)), ("slice", (4,), (20,), (8,))),
+     lambda t: t.permute(1, 0).reshape(24)[4:20:8]),
 ]
 
 
@@ -66,6 +76,33 @@ def test_fold_addresses_what_torch_reads(generator, case, layout):
 def test_fold_declines_a_slice_across_merged_components():
     x = torch.empty(2, 3, 4)[:, :, :3]  # rows 4 apart: a merge of dims 1 and 2 keeps two components
     assert fold((("reshape", (2, 9)), ("slice", (0, 1), (2, 8))), tuple(x.shape), tuple(x.stride())) is None
+    # steps of 2 over rows of 3: no run of inner components makes the step
+    assert fold((("reshape", (2, 9)), ("slice", (0, 0), (2, 9), (1, 2))), tuple(x.shape), tuple(x.stride())) is None
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_a_strided_slice_of_an_input_folds_into_its_loads(emulated, generator, layout):
+    """A strided slice of an input (here of its transpose too) is a view the kernel reads; one of a
+    value padvec computes runs in PyTorch between two kernels."""
+    def of_input(x, c):
+        return x[..., 1::2] * c[::3] + 1.0
+
+    def of_computed(x, c):
+        return (x * 2.0)[..., 1::2] + 1.0
+
+    x = randn(4, 6, 8, generator=generator)
+    if layout == "transposed":
+        x = randn(8, 6, 4, generator=generator).permute(2, 1, 0)
+    c = randn(12, 6, 4, generator=generator)
+    jitted, out, trace = jit_and_run(of_input, x, c)
+    assert torch.equal(out, of_input(x, c))
+    assert unfused_ops(trace) == [] and len(explain(jitted)) == 1
+    (report,) = explain(jitted)
+    assert [type(n).__name__ for n in report.kernel.nodes if n.name in {a.tensor for a in report.accesses
+                                                                          if a.role == "input"}] == ["View"] * 2
+    jitted, out, trace = jit_and_run(of_computed, x, c)
+    assert torch.equal(out, of_computed(x, c))
+    assert len(explain(jitted)) == 2 and "slice_prim" in unfused_ops(trace)
 
 
 @pytest.mark.parametrize("shape, to", [((0, 9), (0, 3, 3)), ((0, 3), (3, 0)), ((2, 0, 4), (8, 0))])

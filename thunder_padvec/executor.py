@@ -110,9 +110,10 @@ class PadvecExecutor(FusionExecutor):
 
     def _prologue(self, bsyms: list[BoundSymbol]) -> set[int]:
         """Positions of the bound symbols a kernel can't take, with the region's own producers of their
-        operands: symbols padvec does not claim, and layout ops (a permute, a reshape that neither only
-        splits nor only merges dims) of values the region computes. Padvec's own fusion pass never
-        builds such a region; another executor's can, where Thunder's rematerialization moves a producer fusion's ops into it."""
+        operands: symbols padvec does not claim, and layout ops (a permute, a strided slice, a reshape that
+        neither only splits nor only merges dims) of values the region computes. Padvec's own fusion pass
+        never builds such a region; another executor's can, where Thunder's rematerialization moves a
+        producer fusion's ops into it."""
         producer, computed, head = {}, set(), set()
         for k, bsym in enumerate(bsyms):
             try:
@@ -182,10 +183,10 @@ class PadvecExecutor(FusionExecutor):
         return self.get_fuel()
 
     def _unfoldable(self, trace: TraceCtx) -> set[int]:
-        """Ids of the bound symbols with a permute, or a reshape that neither only splits nor only merges
-        dims, of a value padvec would compute: a kernel folds those ops only into the loads of its
-        inputs, so they stay in PyTorch. (A value split is computed in its new shape, a value merged in
-        its old one, see :mod:`.reshapes`.)"""
+        """Ids of the bound symbols with a permute, a strided slice, or a reshape that neither only splits
+        nor only merges dims, of a value padvec would compute: a kernel folds those ops only into the
+        loads of its inputs, so they stay in PyTorch. (A value split is computed in its new shape, a
+        value merged in its old one, see :mod:`.reshapes`.)"""
         computed: set[str] = set()
         return {id(bsym) for bsym in trace.bound_symbols
                 if self.can_fuse(bsym) and _folds_computed(self.flatten(bsym), computed)}
@@ -294,15 +295,16 @@ def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:
 
 
 def _folds_computed(flat: list[BoundSymbol], computed: set[str]) -> bool:
-    """Whether prims ``flat`` permute, or reshape other than by only splitting or only merging dims, a
-    value in ``computed`` (a kernel folds those ops only into its inputs' loads); adds what they compute
-    to ``computed`` (layout ops of inputs compute nothing: they fold into the loads)."""
+    """Whether prims ``flat`` permute, slice with steps, or reshape other than by only splitting or only
+    merging dims, a value in ``computed`` (a kernel folds those ops only into its inputs' loads); adds
+    what they compute to ``computed`` (layout ops of inputs compute nothing: they fold into the loads)."""
     folds = False
     for prim in flat:
         from_computed = any(p.name in computed for p in prim.flat_proxy_args)
         if prim.sym.id not in ops.LAYOUT_PRIMS or from_computed:
             computed.update(p.name for p in prim.flat_proxy_outs)
-        folds |= prim.sym.id in ops.FOLDED_PRIMS and from_computed and not _splits_or_merges(prim)
+        folded = prim.sym.id in ops.FOLDED_PRIMS or ops.strided(prim)
+        folds |= folded and from_computed and not _splits_or_merges(prim)
     return folds
 
 

@@ -292,7 +292,8 @@ def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
         elif op[0] == "permute":
             t = t.permute(op[1])
         elif op[0] == "slice":
-            t = t[tuple(slice(lo, hi) for lo, hi in zip(op[1], op[2]))]
+            steps = op[3] if len(op) > 3 else (1,) * len(op[1])
+            t = t[tuple(slice(lo, hi, step) for lo, hi, step in zip(op[1], op[2], steps))]
         else:  # expand: operand dim i becomes dim broadcast_dims[i]
             shape, dims = op[1], op[2]
             placed = [1] * len(shape)

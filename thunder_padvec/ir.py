@@ -149,7 +149,7 @@ class Cat(Node):
 @dataclass(frozen=True)
 class View(Node):
     """A chain of layout ops applied to the kernel input ``operand``, folded into the addresses of
-    its loads: ``("reshape", shape)``, ``("permute", dims)``, ``("slice", start, end)`` and
+    its loads: ``("reshape", shape)``, ``("permute", dims)``, ``("slice", start, end[, steps])`` and
     ``("expand", shape, broadcast_dims)``. Read like an input; it never exists in memory."""
 
     operand: str

@@ -232,8 +232,10 @@ def _shallow_copy_problem(a) -> str | None:
 
 
 def _translate_shallow_copy(bsym, lowering: Lowering) -> ir.Node:
-    """``Tensor.to`` to the same dtype: an alias in PyTorch, a register copy here."""
+    """``Tensor.to`` to the same dtype, or a slice that keeps a whole tensor: an alias in PyTorch, a register
+    copy here; of a view of a kernel input, a view too for the layout ops after it (a strided slice)."""
     out = bsym.output
+    lowering.extend_chain(bsym.args[0], out, ("reshape", tuple(int(s) for s in out.shape)))
     return ir.Cast(out.name, lowering.tensor_type(out), lowering.operand(bsym.args[0]))
 
 
@@ -267,8 +269,8 @@ def _pad_problem(a, value, config) -> str | None:
 def dilation(lo: int, hi: int, interior: int, size: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """A dilated pad of a dim of ``size`` as rows of ``interior + 1``: each element starts a row, the
     rows padded (or cropped) whole at the ends, ``(outer (lo, hi), inner (lo, hi))``, or None where the
-    ends cut into a row or crop more rows than there are. The element ``k`` lands at ``lo + k * (interior + 1)``: row ``outer lo + k``, column
-    ``inner lo``."""
+    ends cut into a row or crop more rows than there are. The element ``k`` lands at
+    ``lo + k * (interior + 1)``: row ``outer lo + k``, column ``inner lo``."""
     step = interior + 1
     rows_before, column = divmod(lo, step)
     rows_after, rest = divmod(hi + column - interior, step)
@@ -301,17 +303,33 @@ def _translate_pad(bsym, lowering: Lowering) -> ir.Node:
 
 
 def _slice_problem(a, start, end, strides=None) -> str | None:
-    if strides is not None and any(s != 1 for s in strides):
-        return "a strided slice"
-    if not all(isinstance(v, int) for v in (*start, *end)):
+    if not all(isinstance(v, int) for v in (*start, *end, *(strides or ()))):
         return "symbolic slice bounds"
+    if any(s < 1 for s in strides or ()):
+        return "a slice step below 1"
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def strided(bsym) -> bool:
+    """Whether a bound symbol is a slice with a step other than 1 (claimed only on a region's inputs,
+    folded into the addresses of their loads)."""
+    return bsym.sym.id == prims.slice_prim.id and any(s != 1 for s in _steps(bsym))
+
+
+def _steps(bsym) -> tuple[int, ...]:
+    steps = bsym.args[3] if len(bsym.args) > 3 else bsym.kwargs.get("strides")
+    return tuple(steps) if steps is not None else (1,) * len(bsym.args[1])
 
 
 def _translate_slice(bsym, lowering: Lowering) -> ir.Node:
     a, start, end = bsym.args[:3]
     out = bsym.output
     lowering.extend_chain(a, out, layout_op(bsym))
+    if strided(bsym):
+        if a.name not in lowering.chains:
+            raise ValueError(f"a strided slice of {a.name}, which is not a view of a kernel input")
+        source, chain = lowering.chains[out.name]
+        return ir.View(out.name, lowering.tensor_type(out), source, chain)
     return ir.Slice(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(start), tuple(end))
 
 
@@ -370,7 +388,8 @@ _register(prims.sum, _sum_problem, _translate_sum)
 # Layout ops: folded into the loads of a kernel input (the executor claims them only there)
 # --------------------------------------------------------------------------------------------
 
-LAYOUT_PRIMS = {prims.reshape.id, prims.transpose.id, prims.slice_prim.id, prims.broadcast_in_dim.id}
+LAYOUT_PRIMS = {prims.reshape.id, prims.transpose.id, prims.slice_prim.id, prims.broadcast_in_dim.id,
+                prims.shallow_copy.id}
 FOLDED_PRIMS = {prims.reshape.id, prims.transpose.id}  # claimed only on layout ops of a region's input
 
 
@@ -409,5 +428,6 @@ def layout_op(bsym) -> tuple:
     if sym == prims.transpose.id:
         return ("permute", tuple(args[1]))
     if sym == prims.slice_prim.id:
-        return ("slice", tuple(args[1]), tuple(args[2]))
+        steps = _steps(bsym)
+        return ("slice", tuple(args[1]), tuple(args[2])) + ((steps,) if any(s != 1 for s in steps) else ())
     return ("expand", tuple(int(s) for s in out.shape), tuple(args[2]))

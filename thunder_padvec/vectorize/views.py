@@ -8,7 +8,9 @@ tensor can't merge (the heads of an expanded key in grouped-query attention) kee
 
 - permute: reorders the dims.
 - slice [start, end): moves the base by ``start * stride``; on a dim of several components only
-  when the slice keeps whole multiples of the inner components.
+  when the slice keeps whole multiples of the inner components. With a step: the stride times the
+  step, on a dim of one component; on a dim of several, where its inner components (one split if
+  need be) make exactly the step, those stay at the start's digits and the outer ones are sliced.
 - expand (broadcast_in_dim): new and expanded dims get stride 0.
 - reshape: the components of all dims in order are the *atoms* of the element order; the new
   dims take atoms from the front, splitting an atom ``(e, s)`` into ``(e / m, s * m), (m, s)``
@@ -72,11 +74,23 @@ def _reshape(dims: list[tuple[Component, ...]], shape: tuple[int, ...]) -> list[
     return out if not atoms else None
 
 
-def _slice(dim: tuple[Component, ...], start: int, end: int) -> tuple[tuple[Component, ...], int] | None:
+def _address(dim: tuple[Component, ...], c: int) -> int:
+    """Elements from the dim's coordinate 0 to its coordinate ``c``."""
+    inner, address = math.prod(e for e, _ in dim), 0
+    for extent, stride in dim:
+        inner //= extent
+        address += (c // inner % extent) * stride
+    return address
+
+
+def _slice(dim: tuple[Component, ...], start: int, end: int, step: int = 1) -> tuple[tuple[Component, ...], int] | None:
     """The dim's components after the slice, and the offset it adds."""
     size = math.prod(e for e, _ in dim)
-    if start == 0 and end == size:
+    count = len(range(start, end, step))
+    if start == 0 and count == size:
         return dim, 0
+    if step != 1:
+        return _strided_slice(dim, start, count, step)
     if not dim:
         return None
     inner = math.prod(e for e, _ in dim[1:])
@@ -84,6 +98,42 @@ def _slice(dim: tuple[Component, ...], start: int, end: int) -> tuple[tuple[Comp
         return None
     (_, stride), rest = dim[0], dim[1:]
     return _simplify([((end - start) // inner, stride), *rest]), (start // inner) * stride
+
+
+def _strided_slice(dim: tuple[Component, ...], start: int, count: int, step: int):
+    """``count`` coordinates ``step`` apart from ``start``: one component of ``step`` times the stride where the
+    dim has one; else the dim's inner components, split where needed, that make ``step`` stay at ``start``'s
+    digits (an offset) and the outer ones are sliced with unit steps. None where no inner run makes
+    ``step``."""
+    if count <= 1:
+        return _simplify([(count, 0)]), _address(dim, start) if count else 0
+    if len(dim) == 1:
+        ((_, stride),) = dim
+        return ((count, stride * step),), start * stride
+    components, made = list(dim), 1
+    k = len(components)
+    while made < step and k > 0:
+        extent, stride = components[k - 1]
+        need = step // made
+        if step % made:
+            return None
+        if extent <= need:
+            if need % extent:
+                return None
+            made, k = made * extent, k - 1
+        else:
+            if extent % need:
+                return None
+            components[k - 1:k] = [(extent // need, stride * need), (need, stride)]
+            made = step
+    if made != step:
+        return None
+    outer, inner = tuple(components[:k]), tuple(components[k:])
+    found = _slice(outer, start // step, start // step + count)
+    if found is None:
+        return None
+    outer, moved = found
+    return outer, moved + _address(inner, start % step)
 
 
 def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, ...]) -> ViewLayout | None:
@@ -95,8 +145,9 @@ def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, .
         if kind == "permute":
             dims = [dims[d] for d in op[1]]
         elif kind == "slice":
-            for d, (start, end) in enumerate(zip(op[1], op[2])):
-                found = _slice(dims[d], start, end)
+            steps = op[3] if len(op) > 3 else (1,) * len(op[1])
+            for d, (start, end, step) in enumerate(zip(op[1], op[2], steps)):
+                found = _slice(dims[d], start, end, step)
                 if found is None:
                     return None
                 dims[d], moved = found

@@ -106,6 +106,13 @@ def test_a_merge_of_a_computed_value_is_lifted_to_the_outputs():
     assert by_name["y"].operands == ("s", view.name)
 
 
+def _merged_then(node: ir.Node) -> ir.Kernel:
+    """``-x`` of ``x [2, 4, 2]``, merged to ``r [2, 8]``, then ``node`` (named q, reading r)."""
+    x = ir.Input("x", _t(2, 4, 2), 0)
+    return ir.Kernel((x,), (ir.Elementwise("s", _t(2, 4, 2), "neg", ("x",)), ir.Reshape("r", _t(2, 8), "s"), node),
+                     ("q",))
+
+
 @pytest.mark.parametrize("after, reason, culprit", [
     (lambda: ir.Slice("q", _t(2, 4), "r", (0, 1), (2, 5)), "cuts into its rows of 2", "r"),
     (lambda: ir.Pad("q", _t(2, 10), "r", 0.0, ((0, 0), (1, 1))), "cuts into its rows of 2", "r"),
@@ -115,33 +122,21 @@ def test_a_merge_of_a_computed_value_is_lifted_to_the_outputs():
 def test_a_merged_dim_cut_inside_its_rows_or_summed_stops_the_lift(after, reason, culprit):
     """The error names the reshape the executor then leaves to PyTorch: the merge, or a reshape of the
     merged value that neither splits nor merges (the merge itself is then lifted to an output)."""
-    x = ir.Input("x", _t(2, 4, 2), 0)
-    kernel = ir.Kernel((x,), (
-        ir.Elementwise("s", _t(2, 4, 2), "neg", ("x",)),
-        ir.Reshape("r", _t(2, 8), "s"),
-        after(),
-    ), ("q",))
     with pytest.raises(UnfoldableReshape, match=reason) as err:
-        push_reshapes(kernel)
+        push_reshapes(_merged_then(after()))
     assert err.value.name == culprit
 
 
-@pytest.mark.parametrize("after, widths", [
-    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 2), (2, 6)), ((0, 0), (1, 1), (0, 0))),  # rows 1 and 2 of 4
-    (lambda: ir.Pad("q", _t(2, 12), "r", 0.0, ((0, 0), (2, 2))), ((0, 0), (1, 1), (0, 0))),  # a row each side
+@pytest.mark.parametrize("after, fields", [
+    # rows 1 and 2 of 4; a row each side
+    (lambda: ir.Slice("q", _t(2, 4), "r", (0, 2), (2, 6)), {"start": (0, 1, 0), "end": (2, 3, 2)}),
+    (lambda: ir.Pad("q", _t(2, 12), "r", 0.0, ((0, 0), (2, 2))), {"widths": ((0, 0), (1, 1), (0, 0))}),
 ])
-def test_a_merged_dim_resized_in_whole_rows_is_resized_in_its_outer_dim(after, widths):
-    x = ir.Input("x", _t(2, 4, 2), 0)
-    kernel = ir.Kernel((x,), (
-        ir.Elementwise("s", _t(2, 4, 2), "neg", ("x",)),
-        ir.Reshape("r", _t(2, 8), "s"),
-        after(),
-    ), ("q",))
-    (q,) = [n for n in push_reshapes(kernel).nodes if n.name == "q"]
-    if isinstance(q, ir.Slice):
-        assert (q.type.shape, q.start, q.end) == ((2, 2, 2), (0, 1, 0), (2, 3, 2))
-    else:
-        assert (q.type.shape, q.widths) == ((2, 6, 2), widths)
+def test_a_merged_dim_resized_in_whole_rows_is_resized_in_its_outer_dim(after, fields):
+    node = after()
+    (q,) = [n for n in push_reshapes(_merged_then(node)).nodes if n.name == "q"]
+    assert q.type.shape == (2, node.type.shape[1] // 2, 2)
+    assert {name: getattr(q, name) for name in fields} == fields
 
 
 def test_a_split_of_a_dim_padded_in_whole_rows_is_padded_in_its_outer_dim():

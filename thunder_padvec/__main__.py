@@ -112,7 +112,7 @@ class _LineProgress:
         print(f"[{self.done}/{self.total}] {self.what}", flush=True)
 
 
-EXAMPLES = ("seed", "litgpt", "qkv")
+EXAMPLES = ("seed", "litgpt", "qkv", "gptj")
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -144,6 +144,8 @@ def _explain_example(args: argparse.Namespace, on_gpu: bool) -> int:
     dtype = getattr(torch, args.dtype)
     n = cfg.rope_n_elem
     _, cos, sin = examples.rope_inputs(1, 1, seq, cfg.head_size, n, dtype, device)
+    if args.example == "gptj":  # each pair's angle twice, interleaved
+        cos, sin = (t[:, : n // 2].repeat_interleave(2, -1) for t in (cos, sin))
     if args.example == "qkv":
         width = (cfg.n_head + 2 * cfg.n_query_groups) * cfg.head_size
         x = torch.randn(batch, seq, width, device=device).to(dtype)
@@ -151,7 +153,7 @@ def _explain_example(args: argparse.Namespace, on_gpu: bool) -> int:
                                head_size=cfg.head_size, rope_n_elem=n)
     else:
         x = torch.randn(batch, cfg.n_head, seq, cfg.head_size, device=device).to(dtype)
-        program = examples.rope_one_entry if args.example == "seed" else examples.litgpt_rope
+        program = {"seed": examples.rope_one_entry, "gptj": examples.gptj_rope}.get(args.example, examples.litgpt_rope)
         fn = functools.partial(program, rope_n_elem=n)
     jitted = thunder.jit(fn, executors=[padvec])
     jitted(x, cos, sin)
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(run=_demo)
     bench = sub.add_parser("bench", help="the RoPE suite on this GPU: table, results files and plot")
     bench.add_argument("--config", action="append", help="configurations whose id contains this (repeatable)")
-    bench.add_argument("--form", action="append", choices=["rope", "qkv_split_rope"])
+    bench.add_argument("--form", action="append", choices=["rope", "qkv_split_rope", "gptj_rope"])
     bench.add_argument("--dtype", action="append", choices=["bfloat16", "float16", "float32"])
     bench.add_argument("--executor", action="append", help="executors to time (the copy roofline always runs)")
     bench.add_argument("--out", default="benchmarks/results", help="folder of the results files")

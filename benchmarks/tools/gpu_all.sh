@@ -7,6 +7,9 @@
 #              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
 #              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls)
 #   seed       the suite's seed rows alone, both passes
+#   gptj       the suite's GPT-J-6B rows alone (interleaved rotary), both passes
+#   tune       tools/tune_probe.py, five fresh first calls each, on the RoPE forwards whose pick sat at the
+#              edge of the tuner's margin (Llama-3-8B b1 and b2, Gemma-7b b1), the log under $OUT/tune-probe.log
 #   host       the host-path benchmark
 #   block      the Llama-style block benchmark (benchmarks/test_block.py), both cases; block2, block3: the
 #              Llama-2-7b or the Llama-3-8B case alone (each compiles torch.compile's and Thunder's executors
@@ -32,7 +35,7 @@ suite() {  # suite <name> <-k expression> [seconds]
 }
 
 declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not test_block" [fwd_qkv]="qkv and not bwd"
-                   [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd" [seed]="seed"
+                   [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd" [seed]="seed" [gptj]="gptj"
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
@@ -44,7 +47,10 @@ for part in ${@:-tests notebooks fwd bwd host}; do
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
-    fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|host) suite $part "${SELECT[$part]}" ;;
+    fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
+    tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \
+            Gemma-7b-b1-rope-bfloat16-fwd Llama-3-8B-b2-rope-bfloat16-fwd --trials 5 2>&1 | grep -v Warning \
+            | tee $OUT/tune-probe.log | tail -6 ;;
     block|block2|block3) suite $part "${SELECT[$part]}" 560 ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from helpers import jit_and_run, randn
 from thunder_padvec import explain, padvec
 from thunder_padvec import configs
-from thunder_padvec.examples import SEED_SHAPE, litgpt_rope, qkv_split_rope, rope_inputs, rope_one_entry
+from thunder_padvec.examples import SEED_SHAPE, gptj_rope, litgpt_rope, qkv_split_rope, rope_inputs, rope_one_entry
 from thunder_padvec.explain import fusions
 
 pytestmark = pytest.mark.gpu
@@ -119,6 +119,33 @@ def test_litgpt_configs(generator, config):
     _, outs, _ = jit_and_run(qkv_split_rope, *args)
     for got, want in zip(outs, qkv_split_rope(*args)):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("rope_n_elem", [64, 256], ids=["gptj-6b", "full"])
+def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
+    """GPT-J-style interleaved rotary at GPT-J-6B's head shape: the forward one kernel that writes the
+    output unmerged into the region's memory and reads x's strided halves through folded views, the
+    backward one kernel with the dilated pads inside; the output is eager's bit for bit, the gradient
+    within eager's own error of a float64 reference, twice over."""
+    c = configs.INTERLEAVED[0]
+    x = _cuda_randn(c.batch, c.n_head, 512, c.head_size, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (_cuda_randn(512, rope_n_elem // 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1)
+                for _ in range(2))
+    cotangent = _cuda_randn(*x.shape, dtype=torch.bfloat16, generator=generator)
+    jitted = thunder.jit(gptj_rope, executors=[padvec])
+    grads = []
+    for fn, dtype in ((jitted, torch.bfloat16), (gptj_rope, torch.bfloat16), (gptj_rope, torch.float64)):
+        leaf = x.detach().to(dtype).requires_grad_(True)
+        out = fn(leaf, cos.to(dtype), sin.to(dtype), rope_n_elem)
+        out.backward(cotangent.to(dtype))
+        grads.append((out.detach(), leaf.grad))
+    (out, grad), (want, want_grad), (_, reference) = grads
+    assert torch.equal(out, want)
+    assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
+    forward, backward = explain(jitted)
+    assert forward.trace == "forward" and backward.trace == "backward"
+    assert [a.width for a in forward.accesses if a.role == "output"] == [8]
+    assert len(fusions(thunder.last_traces(jitted)[-1])) == 1
 
 
 @pytest.mark.parametrize("batch", [2, 1])

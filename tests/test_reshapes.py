@@ -314,3 +314,19 @@ def test_partial_gptj_rotary_is_one_kernel_each_way(emulated, generator, dtype):
     assert (forward.trace, backward.trace) == ("forward", "backward")
     assert [a.width for a in forward.accesses if a.role == "output"] == [16 // x.element_size()]
     assert [s.segment.shape for s in forward.plan.segments] == [(2, 4, 16, 32, 2)]
+
+
+def test_a_value_and_its_merge_are_written_once(emulated, generator):
+    """A region that returns a value and its merge (one node once the merge is lifted): the kernel writes it
+    once and the merge is a view of that output, as eager's reshape is."""
+    def fn(x):
+        y = x * 2.0
+        return y, y.reshape(2, 12)
+
+    x = randn(2, 3, 4, generator=generator)
+    jitted, (y, merged), _ = jit_and_run(fn, x)
+    want_y, want_merged = fn(x)
+    assert torch.equal(y, want_y) and torch.equal(merged, want_merged)
+    assert merged.data_ptr() == y.data_ptr()  # a view
+    (report,) = explain(jitted)
+    assert "reshape" in report.ops and len(report.kernel.outputs) == 1

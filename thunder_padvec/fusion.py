@@ -319,7 +319,9 @@ class PadvecFusion:
     def __init__(self, kernel: ir.Kernel, name: str, fallback: Callable[[], Callable] | None = None,
                  views: tuple = (), shapes: tuple[tuple[int, ...], ...] | None = None):
         self.kernel, self.name, self._fallback = kernel, name, fallback
-        self.views = views  # outputs that are layout ops of inputs: (position, input position, chain)
+        # outputs that are layout ops of inputs, (position, input position, chain), or of another output,
+        # (position, ("output", kernel output index), chain)
+        self.views = views
         # ``shapes``: the region's shape of each kernel output, where the kernel computes it unmerged (see
         # ``reshapes``); it is allocated in the region's shape and written through a view in the kernel's
         computed = [kernel.node(o).type.shape for o in kernel.outputs]
@@ -385,8 +387,10 @@ class PadvecFusion:
         if not self.views or isinstance(spec, Fallback):
             return spec.run(args, outputs, pointers)
         outputs = spec.run(args, outputs, pointers)
-        for position, source, chain in self.views:
-            outputs.insert(position, apply_chain(args[source], chain))
+        written = tuple(outputs)
+        for position, source, chain in self.views:  # of an input, or of an output the kernel writes
+            outputs.insert(position, apply_chain(written[source[1]] if isinstance(source, tuple) else args[source],
+                                                 chain))
         return outputs
 
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:

@@ -19,8 +19,10 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
     Returns the kernel and the region's outputs that are views of its inputs, ``(output position,
     input position, chain)``: PyTorch makes those, as eager does, where the chain makes a view of a
     contiguous input; a chain that makes PyTorch copy (a reshape of an expanded dim) stays the
-    kernel's, which reads the input anyway. Reshapes of values the kernel computes are pushed down
-    to its loads (:mod:`.reshapes`), or raise :class:`~thunder_padvec.reshapes.UnfoldableReshape`."""
+    kernel's, which reads the input anyway. An output that is a merge of another (one node of the
+    kernel) is a view of it, ``(output position, ("output", kernel output index), chain)``. Reshapes of
+    values the kernel computes are pushed down to its loads or up to its outputs (:mod:`.reshapes`), or
+    raise :class:`~thunder_padvec.reshapes.UnfoldableReshape`."""
     lowering = ops.Lowering()
     kernel_inputs = []
     for index, proxy in enumerate(inputs):
@@ -42,6 +44,15 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
             if not chain or apply_chain(torch.empty(shape, device="meta"), chain)._is_view():
                 views.append((k, position[source], chain))
     skipped = {outputs[k].name for k, _, _ in views}
-    kernel_outputs = tuple(lowering.env[p.name] for p in outputs if p.name not in skipped)
-    kernel = ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes), kernel_outputs)
-    return push_reshapes(kernel), tuple(views)
+    written = [k for k, p in enumerate(outputs) if p.name not in skipped]
+    kernel = push_reshapes(ir.Kernel(tuple(kernel_inputs), tuple(lowering.nodes),
+                                     tuple(lowering.env[outputs[k].name] for k in written)))
+    # a value and its merge are one node (see reshapes): the kernel writes it once, the other is a view of it
+    first: dict[str, int] = {}
+    for k, name in zip(written, kernel.outputs):
+        if name in first:
+            views.append((k, ("output", first[name]), (("reshape", tuple(int(s) for s in outputs[k].shape)),)))
+        else:
+            first[name] = len(first)
+    kernel = ir.Kernel(kernel.inputs, kernel.nodes, tuple(first))
+    return kernel, tuple(sorted(views, key=lambda view: view[0]))

@@ -25,6 +25,7 @@ from .reshapes import merge_groups
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, fit_blocks, schedule
+from .vectorize.views import steps as slice_steps
 
 log = logging.getLogger("thunder_padvec")
 
@@ -292,8 +293,7 @@ def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
         elif op[0] == "permute":
             t = t.permute(op[1])
         elif op[0] == "slice":
-            steps = op[3] if len(op) > 3 else (1,) * len(op[1])
-            t = t[tuple(slice(lo, hi, step) for lo, hi, step in zip(op[1], op[2], steps))]
+            t = t[tuple(slice(lo, hi, step) for lo, hi, step in zip(op[1], op[2], slice_steps(op)))]
         else:  # expand: operand dim i becomes dim broadcast_dims[i]
             shape, dims = op[1], op[2]
             placed = [1] * len(shape)

@@ -16,16 +16,17 @@ unmerged shape, and so does every node computed from it (its other operands spli
 as above), down to the kernel's outputs, which the kernel writes in the unmerged shape into
 row-major memory of the region's shape (a reshape that is a view). GPT-J-style rotary's
 ``stack((-x2, x1), -1).flatten(-2)`` followed by the math on the flat row is one kernel this way.
-A merged dim that a pad, slice, cat or broadcast acts on, a sum or another reshape of the merged
-value stops it. Elsewhere :class:`UnfoldableReshape` names the reshape, and the executor leaves it
+A pad, slice or cat of a split or merged dim acts on its outer dim where its offsets and sizes are
+whole rows of the inner ones. A merge stops at a pad, slice or cat that cuts a merged dim inside its
+rows, a broadcast that expands a merged dim, a sum, or a reshape of the merged value that neither
+splits nor merges. Elsewhere :class:`UnfoldableReshape` names the reshape, and the executor leaves it
 to PyTorch.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import math
+from typing import NamedTuple
 
 from . import ir
 from .errors import UnsupportedError
@@ -222,8 +223,7 @@ class _Pusher:
         unmerged = self.nodes[unmerged_name].type.shape
         groups = merge_groups(unmerged, node.type.shape)
         if groups is None:
-            raise UnfoldableReshape(node.name, f"{self.nodes[unmerged_name].type.shape} -> {node.type.shape} "
-                                               "neither splits nor merges dims")
+            raise UnfoldableReshape(node.name, f"{unmerged} -> {node.type.shape} neither splits nor merges dims")
         self.lifted[node.name] = _Lifted(unmerged_name, groups, source.reshape if source else node.name)
 
     def lift(self, node: ir.Node) -> None:

@@ -95,8 +95,8 @@ def build(case: Case, generator: torch.Generator | None = None, device: str = "c
         x = randn(c.batch, c.n_head, c.seq, c.head_size)
     # cos and sin as a RoPE cache holds them: the same frequencies in both halves of a row (in both
     # features of a pair, interleaved)
-    cos, sin = (randn(c.seq, c.rope_n_elem // 2).repeat_interleave(2, -1) if case.form == "gptj_rope"
-                else randn(c.seq, c.rope_n_elem // 2).repeat(1, 2) for _ in range(2))
+    halves = (randn(c.seq, c.rope_n_elem // 2) for _ in range(2))
+    cos, sin = (h.repeat_interleave(2, -1) if case.form == "gptj_rope" else h.repeat(1, 2) for h in halves)
     args = (x, cos, sin)
     fn = _program(case)
     expected = fn(*args)

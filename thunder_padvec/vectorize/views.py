@@ -112,11 +112,9 @@ def _strided_slice(dim: tuple[Component, ...], start: int, count: int, step: int
         return ((count, stride * step),), start * stride
     components, made = list(dim), 1
     k = len(components)
-    while made < step and k > 0:
+    while made < step and k > 0:  # made divides step throughout: each extent taken divides what is needed
         extent, stride = components[k - 1]
         need = step // made
-        if step % made:
-            return None
         if extent <= need:
             if need % extent:
                 return None
@@ -136,6 +134,11 @@ def _strided_slice(dim: tuple[Component, ...], start: int, count: int, step: int
     return outer, moved + _address(inner, start % step)
 
 
+def steps(op: tuple) -> tuple[int, ...]:
+    """The steps of a chain's ``("slice", start, end[, steps])`` op (1 where it has none)."""
+    return op[3] if len(op) > 3 else (1,) * len(op[1])
+
+
 def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, ...]) -> ViewLayout | None:
     """The view of a tensor of ``shape`` and ``strides`` after ``chain``; None if it can't be folded."""
     dims = [_simplify([(size, stride)]) for size, stride in zip(shape, strides)]
@@ -145,8 +148,7 @@ def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, .
         if kind == "permute":
             dims = [dims[d] for d in op[1]]
         elif kind == "slice":
-            steps = op[3] if len(op) > 3 else (1,) * len(op[1])
-            for d, (start, end, step) in enumerate(zip(op[1], op[2], steps)):
+            for d, (start, end, step) in enumerate(zip(op[1], op[2], steps(op))):
                 found = _slice(dims[d], start, end, step)
                 if found is None:
                     return None

@@ -178,7 +178,7 @@ def test_gptj_rotary_forward_is_one_kernel_with_the_flatten_inside(emulated, gen
     """GPT-J-style rotary: the strided halves of x (views folded into the loads), their stack and the
     math after the flatten in one kernel, the region's whole trace, which writes the output unmerged
     (``[..., 16, 2]``) into the region's ``[..., 32]``: stores of 16 bytes, x, cos and sin loaded at 16
-    bytes, the strided halves element by element."""
+    bytes, the strided halves element by element, from the registers of x's own vector."""
     from thunder_padvec.examples import gptj_rope
 
     x, cos, sin = _gptj_args(generator, dtype)
@@ -199,6 +199,8 @@ def test_gptj_rotary_forward_is_one_kernel_with_the_flatten_inside(emulated, gen
             node = report.kernel.node(a.tensor)
             loads[getattr(node, "operand", node.name)].append(a.width)
     assert loads == {"x": [1, 1, full], "cos": [full], "sin": [full]}, loads  # x[..., ::2], x[..., 1::2], x
+    # the halves' lanes are moved from the registers of x's own vector (vectorize.gathers): x is one load a chunk
+    assert [a.access for a in report.accesses if a.width == 1] == ["gathered", "gathered"]
 
 
 def test_gptj_rotary_gradient_matches_eager(emulated, generator):

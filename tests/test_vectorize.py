@@ -503,6 +503,80 @@ def test_a_rows_shifted_reads_share_the_loads_of_its_aligned_ones(emulated, gene
     assert source.count("args.in1 +") == 2 and source.count("args.in2 +") == 2  # cos and sin per step
 
 
+def _gptj(generator, shape=(2, 4, 16, 32)):
+    x = randn(*shape, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(shape[-2], shape[-1] // 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1)
+                for _ in range(2))
+    return x, cos, sin
+
+
+def test_gptj_halves_are_moved_from_the_registers_of_xs_own_vector(emulated, generator, monkeypatch):
+    """GPT-J's strided halves of x read one element a lane, and each lane's element is one that x's own
+    16-byte vector in the chunk holds: lane j of ``x[..., ::2]`` what lane ``j & ~1`` holds, of
+    ``x[..., 1::2]`` what ``j | 1`` holds. They become register moves: x is read by one load a chunk,
+    and the numbers do not change (bit for bit, as without the moves)."""
+    from thunder_padvec.examples import gptj_rope
+    from thunder_padvec.vectorize import gathers
+
+    x, cos, sin = _gptj(generator)
+    jitted, out, _ = jit_and_run(gptj_rope, x, cos, sin)
+    assert torch.equal(out, gptj_rope(x, cos, sin))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    found = gathers.gathers(report.plan, seg)
+    sites = seg.segment.sites
+    assert sorted(lane_map for _, lane_map in found.values()) == [(0, 0, 2, 2, 4, 4, 6, 6), (1, 1, 3, 3, 5, 5, 7, 7)]
+    (source,) = {s for s, _ in found.values()}
+    kernel = report.kernel
+    assert {kernel.node(sites[i].node).operand for i in found} == {"x"}  # the strided views of x
+    assert getattr(kernel.node(sites[source].node), "operand", "x") == "x"
+    assert dict(zip((s.id for s in sites), seg.widths))[source] == 8
+    assert [a.access for a in report.accesses if a.width == 1] == ["gathered", "gathered"]
+    assert report.kernel_source.count("args.in0 +") == 1  # x: one load a chunk
+
+    monkeypatch.setattr(gathers, "ENABLED", False)
+    jitted, without, _ = jit_and_run(gptj_rope, x, cos, sin)
+    assert torch.equal(without, out)
+    assert _report(jitted).kernel_source.count("args.in0 +") == 3
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, y: x[..., :16] * 2 + x[..., ::2],  # lanes 4 to 7 read x[8:16:2], past the full load's chunk
+    lambda x, y: y[..., :16] * 2 + x[..., ::2],  # the full load is of another input
+], ids=["outside-the-chunk", "another-input"])
+def test_a_narrow_load_whose_elements_no_full_load_holds_reads_memory(emulated, generator, fn):
+    from thunder_padvec.vectorize import gathers
+
+    x, y = (randn(2, 4, 8, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(fn, x, y)
+    assert torch.equal(out, fn(x, y))
+    report = _report(jitted)
+    assert all(gathers.gathers(report.plan, seg) == {} for seg in report.plan.segments)
+    assert "gathered" not in [a.access for a in report.accesses]
+    assert 1 in [a.width for a in report.accesses if a.role == "input"]
+
+
+def test_a_half_that_every_batch_reads_from_the_first_is_not_moved_from_its_own_batchs_registers(emulated,
+                                                                                                     generator):
+    """GPT-J's rotary with ``x[..., ::2]`` taken from the first batch for both: in the first batch's
+    threads its lanes are those of x's own vector, in the second's they are not (the address moves
+    along the batch by 0 where x's moves by a whole batch): only ``x[..., 1::2]`` is moved."""
+    from thunder_padvec.vectorize import gathers
+
+    def fn(x, cos, sin):
+        x1 = x[:1, ..., ::2].expand(2, -1, -1, -1)
+        rotated = torch.stack((-x[..., 1::2], x1), dim=-1).flatten(-2)
+        return (x * cos + rotated * sin).to(x.dtype)
+
+    x, cos, sin = _gptj(generator)
+    jitted, out, _ = jit_and_run(fn, x, cos, sin)
+    assert torch.equal(out, fn(x, cos, sin))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    assert sorted(lane_map for _, lane_map in gathers.gathers(report.plan, seg).values()) == [(1, 1, 3, 3, 5, 5, 7, 7)]
+    assert sorted(a.access for a in report.accesses if a.width == 1) == ["cached", "gathered"]
+
+
 @pytest.mark.parametrize("groups, sharing", [(1, None), (2, None), (8, None), (8, 0.6)])
 def test_grouped_query_heads_of_a_thread_share_their_key_and_value_loads(
         emulated, generator, monkeypatch, groups, sharing):

@@ -10,6 +10,7 @@ from . import ir
 from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
+from .vectorize.gathers import gathers
 from .vectorize.plan import step_distance
 
 
@@ -25,6 +26,8 @@ class Access:
     access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
     #              "exchanged": a chunk another lane of the warp loaded as its own (steps side by side);
     #              "reloaded": such a chunk loaded again by the lane (teams that do not fit a warp);
+    #              "gathered": moved from the registers of a wider load of the same input that holds its
+    #              elements (GPT-J's strided halves of x, from x's own vector; see vectorize.gathers);
     #              "staged": rows copied between global and shared memory (or registers), coalesced (an
     #              input's one read, an output's one write); "shared": a read of a row staged in shared
     #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes
@@ -110,6 +113,7 @@ def _extent(frontier: Frontier) -> int:
 def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
     rows = []
     for seg in spec.plan.segments:
+        gathered = gathers(spec.plan, seg)
         for staging in seg.staged:
             role = "output" if staging.output else "input"
             rows.append(Access(staging.tensor, role, "", staging.cols, staging.width, "staged"))
@@ -120,6 +124,8 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
                 kind = staged if seg.staging(node.name) else "cached" if site.aligned else "direct"
                 if seg.lane_steps > 1 and kind == "direct" and step_distance(seg, site):
                     kind = "reloaded" if seg.reloads else "exchanged"
+                if site.id in gathered:
+                    kind = "gathered"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from .. import ir
 from ..schedule import LaunchParams, SegmentLaunch
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
+from ..vectorize.gathers import gathers
 from ..vectorize.plan import WARP, shared_by_rows, step_distance
 from . import scalar
 
@@ -61,6 +62,8 @@ class _Segment:
     owners: dict = field(default_factory=dict)  # own load key -> the steps whose lanes load it
     twins: dict = field(default_factory=dict)  # 16-bit site id -> float array holding its exact value (_twin)
     exchanges: dict = field(default_factory=dict)  # own load key -> {distance: (register, direct address)}
+    gathers: dict = field(default_factory=dict)  # site id -> (source site id, lane map), see vectorize.gathers
+    early: set = field(default_factory=set)  # source loads of gathers rendered ahead of their turn in this chunk
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -351,6 +354,22 @@ def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str
     return [_declare(r, site), *_loop(r.seg.chunk, width, [body])]
 
 
+def _gather(r: _Segment, site: Site) -> list[str]:
+    """A narrow load's lanes moved from the registers of the full load that holds them (``vectorize.gathers``),
+    lane by lane, under the load's own guard."""
+    source, lane_map = r.gathers[site.id]
+    guard = r.box_guard(site.box)
+    lines = [_declare(r, site)]
+    for j, k in enumerate(lane_map):
+        move = f"s{site.id}[{j}] = s{source}[{k}];"
+        if guard == "true":
+            lines.append(move)
+        else:
+            fill = f"padvec_fill_zero<1>(&s{site.id}[{j}]);"
+            lines.append(f"{{ const int l = c + {j}; if ({guard}) {move} else {fill} }}")
+    return lines
+
+
 def _render_elementwise(r: _Segment, site: Site, node: ir.Elementwise) -> list[str]:
     sources = [r.dtype(o) if isinstance(n, str) else None for n, o in zip(node.operands, site.operands)]
     if node.op == "where":
@@ -541,13 +560,22 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
 def _render_chunk(r: _Segment) -> list[str]:
     """The code of one chunk of lanes: a site's registers after another's, then the stores."""
     kernel, seg = r.plan.kernel, r.seg
-    r.names, r.twins = {}, {}
+    r.names, r.twins, r.early = {}, {}, set()
+    widths = dict(zip((site.id for site in seg.segment.sites), seg.widths))
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
         node = kernel.node(site.node)
         site = replace(site, operands=tuple(r.names.get(o, o) for o in site.operands))
         if isinstance(node, (ir.Slice, ir.Broadcast)):  # views: their operand's registers hold their value
             r.names[site.id] = site.operands[0]
+        elif site.id in r.early:
+            continue
+        elif site.id in r.gathers:
+            source = r.site(r.gathers[site.id][0])
+            if source.id > site.id and source.id not in r.early:  # its registers are needed now
+                r.early.add(source.id)
+                chunk += _render_load(r, source, kernel.node(source.node), widths[source.id])
+            chunk += _gather(r, site)
         elif isinstance(node, ir.LOADS):
             chunk += _render_load(r, site, node, width)
         else:
@@ -558,7 +586,7 @@ def _render_chunk(r: _Segment) -> list[str]:
 
 
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
-    r = _Segment(plan, seg, params)
+    r = _Segment(plan, seg, params, gathers=gathers(plan, seg))
     body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
     if seg.lane_steps > 1:  # tiled, its steps side by side
         body += _render_lane_steps(r)

@@ -3,7 +3,8 @@
 Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
 ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
 dims and merges, sums over small dims, 0-d sums and single elements scaling a whole value, strided slices
-(their gradients are dilated pads), and pairs interleaved along the last dim), the shapes (sizes 0 to 9,
+(their gradients are dilated pads), pairs interleaved along the last dim, GPT-J's rotation of pairs and
+each element repeated twice), the shapes (sizes 0 to 9,
 and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
 PyTorch) and the layouts
 (contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
@@ -40,7 +41,8 @@ def programs(draw):
         shape[0] = 0  # an empty tensor
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
                                                                   "permute", "split", "sum", "total", "element",
-                                                                  "stride", "interleave", "merge"]),
+                                                                  "stride", "interleave", "merge", "rotate",
+                                                                  "repeat"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
@@ -132,6 +134,13 @@ def _program(spec):
                 v = (v * 2).flatten(lead, lead + 1) if v.dim() > 1 else v * 2
             elif kind == "interleave":  # two values' last dims interleaved, as GPT-J's rotary writes its pairs
                 v = torch.stack((v, -v * 0.5), dim=-1).flatten(-2) if v.numel() else -v
+            elif kind == "rotate":  # GPT-J's rotation of pairs: the strided halves of v, stacked and flattened
+                if v.dim() and v.shape[-1] % 2 == 0 and v.numel():
+                    v = torch.stack((-v[..., 1::2], v[..., ::2]), dim=-1).flatten(-2) * (0.5 if r % 2 else 1.0)
+                else:
+                    v = -v
+            elif kind == "repeat":  # each element of the last dim twice (a repeat_interleave, HF GPT-J's sin and cos)
+                v = (v.unsqueeze(-1).expand(*v.shape, 2).flatten(-2) if v.dim() and v.numel() else v) + 1
             elif kind == "element":  # one element of the first input, a 0-d view of it, scaling all of v
                 if a.numel():
                     v = v * a[(r % a.shape[0],) + (0,) * (a.dim() - 1)].to(v.dtype)

@@ -350,3 +350,35 @@ def test_interleaved_blocks_take_each_segments_blocks_once_in_order(tmp_path, bl
     for b, (seg, _) in enumerate(pairs):
         done[seg] += 1
         assert all(abs(d - (b + 1) * n / total) <= len(blocks) for d, n in zip(done, blocks)), (b, done)
+
+
+_PAST_THE_END = """
+#define PADVEC_SMEM_BYTES 16
+struct padvec_args { const float* __restrict__ in0; float* __restrict__ out0; };
+PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char* smem) {
+  if (phase != 1) return;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  alignas(16) float v[4];
+  padvec_load<4>(v, args.in0 + 4 * i);
+  padvec_store<4>(args.out0 + 4 * i, v);
+}
+"""
+
+
+@pytest.mark.parametrize("threads, outside", [(4, 0), (5, 2)])
+def test_emulation_counts_the_accesses_past_a_tensors_end(threads, outside):
+    """The host prelude checks every load and store against the call's tensors: a thread past the end of
+    a 16-element input and output reads and writes 16 bytes past each (inside the buffers here, which are
+    twice that, so the test itself stays in bounds), two accesses counted; registers are not."""
+    import ctypes
+
+    from thunder_padvec.runtime import host
+
+    module = host.HostModule(host.compile_shared_object(codegen.host_source(_PAST_THE_END)))
+    x, out = torch.arange(32, dtype=torch.float32), torch.full((32,), float("nan"))
+    args = (ctypes.c_void_p * 2)(x.data_ptr(), out.data_ptr())
+    ranges = (host.extent(x[:16]), host.extent(out[:16]))
+    assert module.launch(1, threads, ctypes.addressof(args), ranges) == outside
+    assert torch.equal(out[:4 * threads], x[:4 * threads])
+    assert host.extent(x[:16]) == (x.data_ptr(), x.data_ptr() + 64)
+    assert host.extent(x[::2]) == (x.data_ptr(), x.data_ptr() + 30 * 4 + 4) and host.extent(x[:0]) == (0, 0)

@@ -11,7 +11,7 @@ import torch
 import thunder
 import torch.nn.functional as F
 
-from helpers import fusions, jit_and_run, randn, unfused_ops
+from helpers import fusions, grads, jit_and_run, randn, unfused_ops
 from thunder_padvec import codegen, explain, padvec, schedule, vectorize
 from thunder_padvec.runtime import nvrtc
 from thunder_padvec.examples import rope_one_entry
@@ -525,8 +525,9 @@ def test_gptj_halves_are_moved_from_the_registers_of_xs_own_vector(emulated, gen
     (seg,) = report.plan.segments
     found = gathers.gathers(report.plan, seg)
     sites = seg.segment.sites
-    assert sorted(lane_map for _, lane_map in found.values()) == [(0, 0, 2, 2, 4, 4, 6, 6), (1, 1, 3, 3, 5, 5, 7, 7)]
-    (source,) = {s for s, _ in found.values()}
+    assert sorted(tuple(k for _, k in lanes) for lanes in found.values()) == [(0, 0, 2, 2, 4, 4, 6, 6),
+                                                                            (1, 1, 3, 3, 5, 5, 7, 7)]
+    (source,) = {s for lanes in found.values() for s, _ in lanes}
     kernel = report.kernel
     assert {kernel.node(sites[i].node).operand for i in found} == {"x"}  # the strided views of x
     assert getattr(kernel.node(sites[source].node), "operand", "x") == "x"
@@ -573,8 +574,104 @@ def test_a_half_that_every_batch_reads_from_the_first_is_not_moved_from_its_own_
     assert torch.equal(out, fn(x, cos, sin))
     report = _report(jitted)
     (seg,) = report.plan.segments
-    assert sorted(lane_map for _, lane_map in gathers.gathers(report.plan, seg).values()) == [(1, 1, 3, 3, 5, 5, 7, 7)]
+    found = gathers.gathers(report.plan, seg)
+    assert [tuple(k for _, k in lanes) for lanes in found.values()] == [(1, 1, 3, 3, 5, 5, 7, 7)]
     assert sorted(a.access for a in report.accesses if a.width == 1) == ["cached", "gathered"]
+
+
+def _window_lanes(report, seg, name):
+    """Per site of input ``name`` (through views) served by a window: its (window width, lane map)."""
+    from thunder_padvec.vectorize import gathers
+
+    found = gathers.gathers(report.plan, seg)
+    out = []
+    for site in seg.segment.sites:
+        node = report.kernel.node(site.node)
+        if site.id in found and getattr(node, "operand", node.name) == name:
+            (width,) = {w.width for w, _ in found[site.id]}
+            out.append((width, tuple(k for _, k in found[site.id])))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_gptj_backward_reads_sin_through_one_window(emulated, generator, dtype):
+    """GPT-J's backward reads sin at the even features of each pair for one output lane and at the odd
+    ones for the other, one element a load; together they read every element of the chunk's 16 bytes:
+    one vector load the kernel adds (a window), the lanes moved from it. Gradient as eager's."""
+    from thunder_padvec.examples import gptj_rope
+
+    x, cos, sin = (t.to(dtype) for t in _gptj(generator))
+    cotangent = randn(*x.shape, dtype=dtype, generator=generator)
+    jitted = thunder.jit(gptj_rope, executors=[padvec])
+    (out,), grad = grads(jitted, x, cos, sin, (cotangent,))
+    (want,), want_grad = grads(gptj_rope, x, cos, sin, (cotangent,))
+    assert torch.equal(out, want)
+    torch.testing.assert_close(grad, want_grad, rtol=0, atol=0) if dtype == torch.float32 else \
+        torch.testing.assert_close(grad, want_grad)
+    backward = explain(jitted)[-1]
+    (seg,) = backward.plan.segments
+    chunk = seg.chunk
+    evens = tuple(j & ~1 for j in range(chunk))
+    odds = tuple(j | 1 for j in range(chunk))
+    assert _window_lanes(backward, seg, "sin") == sorted([(chunk, evens), (chunk, odds)])
+    assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["window", "window"]
+
+
+def _hf_gptj(tensor, sincos, rotary_dim):
+    """Hugging Face's GPT-J attention rotary: ``sincos`` holds sin then cos of each pair once, repeated
+    into the pairs inside (``repeat_interleave``), tensor ``[B, T, heads, head_size]``."""
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+    rot, rest = tensor[..., :rotary_dim], tensor[..., rotary_dim:]
+    rotated = torch.stack((-rot[..., 1::2], rot[..., ::2]), dim=-1).flatten(-2)
+    return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
+
+
+def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_windows(emulated, generator):
+    """Its sin and cos: two lanes a pair read one element of ``sincos`` (float32): a window of 16
+    bytes for every 8 lanes (lane j reads element j // 2), forward and backward; numbers as eager's."""
+    x = randn(2, 8, 4, 64, dtype=torch.bfloat16, generator=generator)
+    sincos = randn(2, 8, 16, generator=generator)
+    cotangent = randn(2, 8, 4, 64, generator=generator)
+    jitted = thunder.jit(_hf_gptj, executors=[padvec])
+    x_grad = x.detach().requires_grad_(True)
+    out = jitted(x_grad, sincos, 16)
+    out.backward(cotangent)
+    x_want = x.detach().requires_grad_(True)
+    want = _hf_gptj(x_want, sincos, 16)
+    want.backward(cotangent)
+    assert torch.equal(out, want)
+    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    for report in explain(jitted):
+        (seg,) = report.plan.segments
+        (sincos_name,) = [n.name for n in report.kernel.inputs if n.type.dtype.itemsize == 4 and n.type.rank == 3]
+        halves = tuple(j // 2 % 4 for j in range(seg.chunk))
+        lanes = _window_lanes(report, seg, sincos_name)
+        assert lanes and all(lane_map == halves for _, lane_map in lanes), lanes
+
+
+def test_no_window_where_a_bound_of_the_rotated_features_falls_inside_a_chunk(emulated, generator):
+    """GPT-J's rotary of 4 of 16 bf16 features: a chunk of 8 lanes holds the 4 rotated and 4 passed
+    through, so a window of sin's 8 elements would reach past sin's row of 4 (into the next row, or past
+    the end of sin) for lanes that do not need it: the backward's sin loads stay the lanes' own (emulation
+    checks every access against the tensors), and the numbers are eager's."""
+    from thunder_padvec.examples import gptj_rope
+
+    x = randn(2, 4, 8, 16, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1) for _ in range(2))
+    cotangent = randn(*x.shape, dtype=torch.bfloat16, generator=generator)
+    jitted = thunder.jit(gptj_rope, executors=[padvec])
+    x_grad = x.detach().requires_grad_(True)
+    out = jitted(x_grad, cos, sin, 4)
+    out.backward(cotangent)
+    x_want = x.detach().requires_grad_(True)
+    want = gptj_rope(x_want, cos, sin, 4)
+    want.backward(cotangent)
+    assert torch.equal(out, want)
+    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    backward = explain(jitted)[-1]
+    assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["cached", "direct"]
 
 
 @pytest.mark.parametrize("groups, sharing", [(1, None), (2, None), (8, None), (8, 0.6)])

@@ -10,7 +10,7 @@ from . import ir
 from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
-from .vectorize.gathers import gathers
+from .vectorize.gathers import Window, gathers
 from .vectorize.plan import step_distance
 
 
@@ -26,8 +26,10 @@ class Access:
     access: str  # "cached": one global load shared by the aligned uses; "direct": a shifted global load;
     #              "exchanged": a chunk another lane of the warp loaded as its own (steps side by side);
     #              "reloaded": such a chunk loaded again by the lane (teams that do not fit a warp);
-    #              "gathered": moved from the registers of a wider load of the same input that holds its
+    #              "gathered": moved from the registers of a full load of the same input that holds its
     #              elements (GPT-J's strided halves of x, from x's own vector; see vectorize.gathers);
+    #              "window": moved from a vector load the kernel adds, whose elements the lanes of this and
+    #              of other narrow loads of the input read (GPT-J's backward's sin at even and odd features);
     #              "staged": rows copied between global and shared memory (or registers), coalesced (an
     #              input's one read, an output's one write); "shared": a read of a row staged in shared
     #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes
@@ -125,7 +127,7 @@ def _accesses(kernel: ir.Kernel, spec: Specialization) -> list[Access]:
                 if seg.lane_steps > 1 and kind == "direct" and step_distance(seg, site):
                     kind = "reloaded" if seg.reloads else "exchanged"
                 if site.id in gathered:
-                    kind = "gathered"
+                    kind = "window" if any(isinstance(s, Window) for s, _ in gathered[site.id]) else "gathered"
                 rows.append(Access(node.name, "input", site.via or "", _extent(site.frontier), width, kind))
             elif isinstance(node, ir.RESIZE_NODES):
                 role = type(node).__name__.lower()

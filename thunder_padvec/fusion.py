@@ -249,7 +249,14 @@ class Specialization:
             if self.device.index is not None:
                 self.module.launch(grid, self.params.block, pack.params_address, _current_stream(self.device))
             else:
-                self.module.launch(grid, self.params.block, pack.address)
+                from .runtime.host import extent
+
+                outside = self.module.launch(grid, self.params.block, pack.address,
+                                             tuple(extent(t) for t in (*args, *outputs)))
+                if outside:  # emulation checks every access: on a GPU this would go unseen
+                    raise InternalError(f"an internal error: the kernel accessed memory past its tensors {outside} "
+                                        f"times (CPU emulation); source dumped to {self.source_path}; please report "
+                                        "it with the region's trace")
         return outputs
 
 

@@ -16,3 +16,19 @@ extern "C" void padvec_launch(const padvec_args* args, unsigned int grid, unsign
     }
   }
 }
+
+// The call's tensors, as [lo, hi) byte ranges, for the checks of the next launches on this thread.
+extern "C" void padvec_set_ranges(const unsigned long long* ranges, int n) {
+  padvec_nranges = n < 63 ? n : 63;
+  for (int i = 0; i < padvec_nranges; ++i)
+    padvec_ranges[i] = {reinterpret_cast<const char*>(ranges[2 * i]), reinterpret_cast<const char*>(ranges[2 * i + 1])};
+  const char* smem = reinterpret_cast<const char*>(padvec_host_smem);
+  padvec_ranges[padvec_nranges++] = {smem, smem + sizeof(padvec_host_smem)};
+}
+
+// Accesses outside the tensors since the last call, and the count reset.
+extern "C" long padvec_violations() {
+  const long n = padvec_nviolations;
+  padvec_nviolations = 0;
+  return n;
+}

@@ -155,14 +155,20 @@ template <> struct alignas(4) padvec_chunk<4> { unsigned int v; };
 template <> struct alignas(8) padvec_chunk<8> { unsigned int v[2]; };
 template <> struct alignas(16) padvec_chunk<16> { unsigned int v[4]; };
 
+#ifndef PADVEC_CHECK
+#define PADVEC_CHECK(p, bytes)  // the host prelude checks accesses against the call's tensors
+#endif
+
 // Copies W consecutive elements as one access of W * sizeof(T) bytes; both sides must be aligned to it.
 template <int W, typename T> PADVEC_FN void padvec_load(T* dst, const T* src) {
   typedef padvec_chunk<W * sizeof(T)> chunk;
+  PADVEC_CHECK(src, W * sizeof(T));
   *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
 }
 
 template <int W, typename T> PADVEC_FN void padvec_store(T* dst, const T* src) {
   typedef padvec_chunk<W * sizeof(T)> chunk;
+  PADVEC_CHECK(dst, W * sizeof(T));
   *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
 }
 

@@ -26,12 +26,13 @@ trace, so structurally equal regions share binaries.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from .. import ir
 from ..schedule import LaunchParams, SegmentLaunch
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
-from ..vectorize.gathers import gathers
+from ..vectorize.gathers import Window, gathers
 from ..vectorize.plan import WARP, shared_by_rows, step_distance
 from . import scalar
 
@@ -64,6 +65,7 @@ class _Segment:
     exchanges: dict = field(default_factory=dict)  # own load key -> {distance: (register, direct address)}
     gathers: dict = field(default_factory=dict)  # site id -> (source site id, lane map), see vectorize.gathers
     early: set = field(default_factory=set)  # source loads of gathers rendered ahead of their turn in this chunk
+    windows: set = field(default_factory=set)  # the windows rendered in this chunk
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -320,9 +322,15 @@ def _own_loads(r: _Segment) -> list[str]:
         (_, guard, width), reg = key, r.loads[key]
         ctype = scalar.CTYPE[node.type.dtype]
         op = _load_op(r.params, _read_once(r, site, node), node) if reload else "padvec_load"
+        owners = sorted(r.owners[key])
         for distance, (other, address) in sorted(r.exchanges[key].items()):
+            # loaded where its owner loads it (elsewhere the address may lie past the input's rows)
+            terms = [" || ".join(f"(step + {distance}) % {seg.lane_steps} == {m}" for m in owners)
+                     ] if len(owners) < seg.lane_steps else []
+            terms += [guard] if guard != "true" else []
+            condition = " && ".join(f"({t})" if "||" in t else t for t in terms)
             load = f"{op}<{width}>({other}, {address});"
-            load = f"if ({guard}) {load} else padvec_fill_zero<{width}>({other});" if guard != "true" else load
+            load = f"if ({condition}) {load} else padvec_fill_zero<{width}>({other});" if condition else load
             lines.append(f"alignas(16) {ctype} {other}[{width}];")
             if reload:
                 lines.append(load)
@@ -354,14 +362,32 @@ def _render_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list[str
     return [_declare(r, site), *_loop(r.seg.chunk, width, [body])]
 
 
+def _lane_guard(r: _Segment, site: Site, j: int) -> str:
+    """A lanes-mode load's guard at lane ``j`` of the chunk."""
+    guard = r.box_guard(site.box)
+    return guard if guard == "true" else re.sub(r"\bl\b", f"(c + {j})", guard)
+
+
+def _render_window(r: _Segment, window: Window) -> list[str]:
+    """A window (``vectorize.gathers``), loaded where the lanes it serves need it: under the guard of one of
+    them, which is theirs along the dims that move with the thread and holds along the others."""
+    site = r.site(window.anchor[0])
+    node = r.plan.kernel.node(site.node)
+    name, ok = f"w{window.index}", _lane_guard(r, r.site(window.guard[0]), window.guard[1])
+    load = (f"{{ const int l = c + {window.anchor[1]}; {_load_op(r.params, _read_once(r, site, node), node)}"
+            f"<{window.width}>({name}, {_global_address(r, site, node)}); }}")
+    lines = [f"alignas(16) {scalar.CTYPE[node.type.dtype]} {name}[{window.width}];"]
+    return lines + [load if ok == "true" else f"if ({ok}) {load} else padvec_fill_zero<{window.width}>({name});"]
+
+
 def _gather(r: _Segment, site: Site) -> list[str]:
-    """A narrow load's lanes moved from the registers of the full load that holds them (``vectorize.gathers``),
-    lane by lane, under the load's own guard."""
-    source, lane_map = r.gathers[site.id]
+    """A narrow load's lanes moved from the registers that hold them (``vectorize.gathers``): a full load's
+    or a window's, lane by lane under the load's own guard."""
     guard = r.box_guard(site.box)
     lines = [_declare(r, site)]
-    for j, k in enumerate(lane_map):
-        move = f"s{site.id}[{j}] = s{source}[{k}];"
+    for j, (source, k) in enumerate(r.gathers[site.id]):
+        register = f"w{source.index}" if isinstance(source, Window) else f"s{source}"
+        move = f"s{site.id}[{j}] = {register}[{k}];"
         if guard == "true":
             lines.append(move)
         else:
@@ -560,7 +586,7 @@ def _staged_rows(seg: SegmentPlan, kernel: ir.Kernel) -> list[str]:
 def _render_chunk(r: _Segment) -> list[str]:
     """The code of one chunk of lanes: a site's registers after another's, then the stores."""
     kernel, seg = r.plan.kernel, r.seg
-    r.names, r.twins, r.early = {}, {}, set()
+    r.names, r.twins, r.early, r.windows = {}, {}, set(), set()
     widths = dict(zip((site.id for site in seg.segment.sites), seg.widths))
     chunk = []
     for site, width in zip(seg.segment.sites, seg.widths):
@@ -571,10 +597,14 @@ def _render_chunk(r: _Segment) -> list[str]:
         elif site.id in r.early:
             continue
         elif site.id in r.gathers:
-            source = r.site(r.gathers[site.id][0])
-            if source.id > site.id and source.id not in r.early:  # its registers are needed now
-                r.early.add(source.id)
-                chunk += _render_load(r, source, kernel.node(source.node), widths[source.id])
+            for source in dict.fromkeys(source for source, _ in r.gathers[site.id]):
+                if isinstance(source, Window):
+                    if source.index not in r.windows:
+                        r.windows.add(source.index)
+                        chunk += _render_window(r, source)
+                elif source > site.id and source not in r.early:  # its registers are needed now
+                    r.early.add(source)
+                    chunk += _render_load(r, r.site(source), kernel.node(r.site(source).node), widths[source])
             chunk += _gather(r, site)
         elif isinstance(node, ir.LOADS):
             chunk += _render_load(r, site, node, width)

@@ -61,6 +61,23 @@ class HostModule:
         self._launch = self._lib.padvec_launch
         self._launch.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
         self._launch.restype = None
+        self._set_ranges = self._lib.padvec_set_ranges
+        self._set_ranges.argtypes = (ctypes.c_void_p, ctypes.c_int)
+        self._violations = self._lib.padvec_violations
+        self._violations.restype = ctypes.c_long
 
-    def launch(self, grid: int, block: int, args_address: int) -> None:
+    def launch(self, grid: int, block: int, args_address: int, ranges: tuple[tuple[int, int], ...] = ()) -> int:
+        """Runs the kernel; with ``ranges``, the ``(first byte, end)`` of each of the call's tensors, returns
+        how many of its accesses fell outside them, near one (as past a tensor's end)."""
+        bounds = (ctypes.c_ulonglong * (2 * len(ranges)))(*(b for r in ranges for b in r))
+        self._set_ranges(bounds, len(ranges))
         self._launch(args_address, grid, block)
+        return self._violations()
+
+
+def extent(t) -> tuple[int, int]:
+    """The bytes a tensor's elements span in memory, ``(first, end)``; ``(0, 0)`` for an empty tensor."""
+    if t.numel() == 0:
+        return (0, 0)
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())

@@ -218,18 +218,22 @@ def _aligned(plan: VectorPlan, seg: SegmentPlan, linear: tuple, width: int) -> b
 
 def gathers(plan: VectorPlan, seg: SegmentPlan) -> dict[int, Gather]:
     """The narrow global loads of a segment in lanes mode whose lanes move from registers, site id ->
-    per lane (source, lane): from a full-chunk, unguarded load of the same input in the same chunk,
-    else from windows (see the module's docstring)."""
+    per lane (source, lane): from an unguarded load of the same input in the same chunk in vectors of the
+    chunk or of 16 bytes, else from windows (see the module's docstring)."""
     if not ENABLED or seg.whole_rows or seg.rows_per_thread != 1 or seg.staged:
         return {}
     kernel = plan.kernel
     loads = [(site, width) for site, width in zip(seg.segment.sites, seg.widths)
              if isinstance(kernel.node(site.node), ir.LOADS)]
     linear = {site.id: _linear_address(plan, seg, site) for site, _ in loads}
-    sources = [site for site, width in loads
-               if width == seg.chunk and linear[site.id] is not None and _unguarded(seg, site)]
+    def full(site, width):  # a chunk's vectors as wide as they come, loaded at every lane
+        itemsize = kernel.node(site.node).type.dtype.itemsize
+        return (width == seg.chunk or width * itemsize >= MAX_WINDOW_BYTES) and _unguarded(seg, site)
+
+    sources = [site for site, width in loads if linear[site.id] is not None and full(site, width)]
     found: dict[int, Gather] = {}
-    narrow = [site.id for site, width in loads if width < seg.chunk and linear[site.id] is not None]
+    narrow = [site.id for site, width in loads
+              if width < seg.chunk and linear[site.id] is not None and site not in sources]
     for site in narrow:
         index, constant, coefficients = linear[site]
         for source in sources:

@@ -510,6 +510,17 @@ def _gptj(generator, shape=(2, 4, 16, 32)):
     return x, cos, sin
 
 
+def _gathered(fn, *args):
+    """``(report, segment, gathers, output)`` of ``fn`` through padvec, its output checked against eager's."""
+    from thunder_padvec.vectorize import gathers
+
+    jitted, out, _ = jit_and_run(fn, *args)
+    assert torch.equal(out, fn(*args))
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    return report, seg, gathers.gathers(report.plan, seg), out
+
+
 def test_gptj_halves_are_moved_from_the_registers_of_xs_own_vector(emulated, generator, monkeypatch):
     """GPT-J's strided halves of x read one element a lane, and each lane's element is one that x's own
     16-byte vector in the chunk holds: lane j of ``x[..., ::2]`` what lane ``j & ~1`` holds, of
@@ -519,11 +530,7 @@ def test_gptj_halves_are_moved_from_the_registers_of_xs_own_vector(emulated, gen
     from thunder_padvec.vectorize import gathers
 
     x, cos, sin = _gptj(generator)
-    jitted, out, _ = jit_and_run(gptj_rope, x, cos, sin)
-    assert torch.equal(out, gptj_rope(x, cos, sin))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
-    found = gathers.gathers(report.plan, seg)
+    report, seg, found, out = _gathered(gptj_rope, x, cos, sin)
     sites = seg.segment.sites
     assert sorted(tuple(k for _, k in lanes) for lanes in found.values()) == [(0, 0, 2, 2, 4, 4, 6, 6),
                                                                             (1, 1, 3, 3, 5, 5, 7, 7)]
@@ -562,19 +569,13 @@ def test_a_half_that_every_batch_reads_from_the_first_is_not_moved_from_its_own_
     """GPT-J's rotary with ``x[..., ::2]`` taken from the first batch for both: in the first batch's
     threads its lanes are those of x's own vector, in the second's they are not (the address moves
     along the batch by 0 where x's moves by a whole batch): only ``x[..., 1::2]`` is moved."""
-    from thunder_padvec.vectorize import gathers
 
     def fn(x, cos, sin):
         x1 = x[:1, ..., ::2].expand(2, -1, -1, -1)
         rotated = torch.stack((-x[..., 1::2], x1), dim=-1).flatten(-2)
         return (x * cos + rotated * sin).to(x.dtype)
 
-    x, cos, sin = _gptj(generator)
-    jitted, out, _ = jit_and_run(fn, x, cos, sin)
-    assert torch.equal(out, fn(x, cos, sin))
-    report = _report(jitted)
-    (seg,) = report.plan.segments
-    found = gathers.gathers(report.plan, seg)
+    report, seg, found, _ = _gathered(fn, *_gptj(generator))
     assert [tuple(k for _, k in lanes) for lanes in found.values()] == [(1, 1, 3, 3, 5, 5, 7, 7)]
     assert sorted(a.access for a in report.accesses if a.width == 1) == ["cached", "gathered"]
 
@@ -635,14 +636,10 @@ def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_window
     sincos = randn(2, 8, 16, generator=generator)
     cotangent = randn(2, 8, 4, 64, generator=generator)
     jitted = thunder.jit(_hf_gptj, executors=[padvec])
-    x_grad = x.detach().requires_grad_(True)
-    out = jitted(x_grad, sincos, 16)
-    out.backward(cotangent)
-    x_want = x.detach().requires_grad_(True)
-    want = _hf_gptj(x_want, sincos, 16)
-    want.backward(cotangent)
+    (out,), grad = grads(jitted, x, sincos, 16, (cotangent,))  # (sincos and the rotary dim in cos's and sin's place)
+    (want,), want_grad = grads(_hf_gptj, x, sincos, 16, (cotangent,))
     assert torch.equal(out, want)
-    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    torch.testing.assert_close(grad, want_grad)
     for report in explain(jitted):
         (seg,) = report.plan.segments
         (sincos_name,) = [n.name for n in report.kernel.inputs if n.type.dtype.itemsize == 4 and n.type.rank == 3]
@@ -658,18 +655,17 @@ def test_no_window_where_a_bound_of_the_rotated_features_falls_inside_a_chunk(em
     checks every access against the tensors), and the numbers are eager's."""
     from thunder_padvec.examples import gptj_rope
 
+    def rotate_four(x, cos, sin):
+        return gptj_rope(x, cos, sin, 4)
+
     x = randn(2, 4, 8, 16, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(8, 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1) for _ in range(2))
     cotangent = randn(*x.shape, dtype=torch.bfloat16, generator=generator)
-    jitted = thunder.jit(gptj_rope, executors=[padvec])
-    x_grad = x.detach().requires_grad_(True)
-    out = jitted(x_grad, cos, sin, 4)
-    out.backward(cotangent)
-    x_want = x.detach().requires_grad_(True)
-    want = gptj_rope(x_want, cos, sin, 4)
-    want.backward(cotangent)
+    jitted = thunder.jit(rotate_four, executors=[padvec])
+    (out,), grad = grads(jitted, x, cos, sin, (cotangent,))
+    (want,), want_grad = grads(rotate_four, x, cos, sin, (cotangent,))
     assert torch.equal(out, want)
-    torch.testing.assert_close(x_grad.grad, x_want.grad)
+    torch.testing.assert_close(grad, want_grad)
     backward = explain(jitted)[-1]
     assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["cached", "direct"]
 

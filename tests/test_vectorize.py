@@ -542,7 +542,7 @@ def test_gptj_halves_are_moved_from_the_registers_of_xs_own_vector(emulated, gen
     assert [a.access for a in report.accesses if a.width == 1] == ["gathered", "gathered"]
     assert report.kernel_source.count("args.in0 +") == 1  # x: one load a chunk
 
-    monkeypatch.setattr(gathers, "ENABLED", False)
+    monkeypatch.setattr(gathers, "GATHERS", False)
     jitted, without, _ = jit_and_run(gptj_rope, x, cos, sin)
     assert torch.equal(without, out)
     assert _report(jitted).kernel_source.count("args.in0 +") == 3

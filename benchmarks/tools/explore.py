@@ -5,8 +5,8 @@ beside torch.compile and the copy roofline (both timed again after the variants,
         --variants base: rows1:min_threads=4194304 b128:block=128 use50:MIN_THREAD_USE=0.5
 
 A variant is ``name:key=value,...``; a key names a field of ``schedule.TUNING`` or a constant of
-``schedule``, ``vectorize.plan``, ``vectorize.segments`` or ``codegen.render`` (set in each that holds it,
-restored after the variant). Prints one row per case and executor.
+``schedule``, ``vectorize.plan``, ``vectorize.segments``, ``vectorize.gathers`` or ``codegen.render`` (set
+in each that holds it, restored after the variant). Prints one row per case and executor.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from thunder_padvec.timing import copies_ms, copy_roofline_ms, gbps, graph_media
 plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
 render_module = importlib.import_module("thunder_padvec.codegen.render")
 segments_module = importlib.import_module("thunder_padvec.vectorize.segments")
+gathers_module = importlib.import_module("thunder_padvec.vectorize.gathers")
 
 
 def _apply(settings: str) -> list[tuple[object, str, object]]:
@@ -35,7 +36,7 @@ def _apply(settings: str) -> list[tuple[object, str, object]]:
     for item in filter(None, settings.split(",")):
         key, value = item.split("=")
         # a constant imported by name into other modules (STAGED_WARPS in schedule) is set in each of them
-        modules = (schedule.TUNING, schedule, plan_module, render_module, segments_module)
+        modules = (schedule.TUNING, schedule, plan_module, render_module, segments_module, gathers_module)
         owners = [o for o in modules if hasattr(o, key)]
         if not owners:
             raise SystemExit(f"no knob named {key}")

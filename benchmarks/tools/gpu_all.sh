@@ -8,6 +8,8 @@
 #              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls)
 #   seed       the suite's seed rows alone, both passes
 #   gptj       the suite's GPT-J-6B rows alone (interleaved rotary), both passes
+#   gathers    tools/explore.py on the GPT-J-6B rows, narrow loads moved from registers (vectorize.gathers) against
+#              loaded from memory (GATHERS=0), the log under $OUT/gathers.log
 #   tune       tools/tune_probe.py, five fresh first calls each, on the RoPE forwards whose pick sat at the
 #              edge of the tuner's margin (Llama-3-8B b1 and b2, Gemma-7b b1), the log under $OUT/tune-probe.log
 #   host       the host-path benchmark
@@ -52,6 +54,9 @@ for part in ${@:-tests notebooks fwd bwd host}; do
             Gemma-7b-b1-rope-bfloat16-fwd Llama-3-8B-b2-rope-bfloat16-fwd --trials 5 2>&1 | grep -v Warning \
             | tee $OUT/tune-probe.log | tail -6 ;;
     block|block2|block3) suite $part "${SELECT[$part]}" 560 ;;
+    gathers) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases GPT-J-6B-b1-gptj_rope-bfloat16-fwd \
+              GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd GPT-J-6B-b2-gptj_rope-bfloat16-fwd+bwd \
+              --variants base: loads:GATHERS=0 2>&1 | grep -v Warning | tee $OUT/gathers.log | tail -16) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -40,7 +40,7 @@ from .. import ir
 from .plan import SegmentPlan, VectorPlan
 from .projection import Site
 
-ENABLED = True  # off: every load reads memory (experiments)
+GATHERS = True  # off: every load reads memory (experiments: `explore.py --variants base: loads:GATHERS=0`)
 
 MAX_WINDOW_BYTES = 16
 
@@ -220,7 +220,7 @@ def gathers(plan: VectorPlan, seg: SegmentPlan) -> dict[int, Gather]:
     """The narrow global loads of a segment in lanes mode whose lanes move from registers, site id ->
     per lane (source, lane): from an unguarded load of the same input in the same chunk in vectors of the
     chunk or of 16 bytes, else from windows (see the module's docstring)."""
-    if not ENABLED or seg.whole_rows or seg.rows_per_thread != 1 or seg.staged:
+    if not GATHERS or seg.whole_rows or seg.rows_per_thread != 1 or seg.staged:
         return {}
     kernel = plan.kernel
     loads = [(site, width) for site, width in zip(seg.segment.sites, seg.widths)

@@ -126,7 +126,8 @@ def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
     """GPT-J-style interleaved rotary at GPT-J-6B's head shape: the forward one kernel that writes the
     output unmerged into the region's memory and reads x's strided halves through folded views, the
     backward one kernel with the dilated pads inside; the output is eager's bit for bit, the gradient
-    within eager's own error of a float64 reference, twice over."""
+    within eager's own error of a float64 reference, twice over. On the GPU, the halves of x are register
+    moves (``vectorize.gathers``) and the backward reads sin through windows."""
     c = configs.INTERLEAVED[0]
     x = _cuda_randn(c.batch, c.n_head, 512, c.head_size, dtype=torch.bfloat16, generator=generator)
     cos, sin = (_cuda_randn(512, rope_n_elem // 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1)
@@ -146,6 +147,9 @@ def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
     assert forward.trace == "forward" and backward.trace == "backward"
     assert [a.width for a in forward.accesses if a.role == "output"] == [8]
     assert len(fusions(thunder.last_traces(jitted)[-1])) == 1
+    # x's strided halves move from the registers of x's own loads; the backward's sin from a window
+    assert [a.access for a in forward.accesses if a.width == 1] == ["gathered", "gathered"]
+    assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["window", "window"]
 
 
 @pytest.mark.parametrize("batch", [2, 1])

@@ -365,20 +365,30 @@ PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned cha
 """
 
 
-@pytest.mark.parametrize("threads, outside", [(4, 0), (5, 2)])
-def test_emulation_counts_the_accesses_past_a_tensors_end(threads, outside):
+@pytest.mark.parametrize("threads, fault", [
+    (4, None),
+    (5, "accessed memory past its tensors 2 times"),
+    (3, "wrote 0 elements of output 0 more than once and 4 never"),
+    (-4, "wrote 8 elements of output 0 more than once and 8 never"),  # threads 2 and 3 write 0 and 1's
+])
+def test_emulation_checks_every_access_of_a_kernel(threads, fault):
     """The host prelude checks every load and store against the call's tensors: a thread past the end of
     a 16-element input and output reads and writes 16 bytes past each (inside the buffers here, which are
-    twice that, so the test itself stays in bounds), two accesses counted; registers are not."""
+    twice that, so the test itself stays in bounds), two accesses counted; registers are not. It counts
+    the writes of each output element: too few threads leave some unwritten, and threads that write the
+    same elements (a race on the GPU) write them twice."""
     import ctypes
 
     from thunder_padvec.runtime import host
 
-    module = host.HostModule(host.compile_shared_object(codegen.host_source(_PAST_THE_END)))
+    source = _PAST_THE_END.replace("4 * i", "4 * (i % 2)") if threads < 0 else _PAST_THE_END
+    module = host.HostModule(host.compile_shared_object(codegen.host_source(source)))
     x, out = torch.arange(32, dtype=torch.float32), torch.full((32,), float("nan"))
     args = (ctypes.c_void_p * 2)(x.data_ptr(), out.data_ptr())
-    ranges = (host.extent(x[:16]), host.extent(out[:16]))
-    assert module.launch(1, threads, ctypes.addressof(args), ranges) == outside
-    assert torch.equal(out[:4 * threads], x[:4 * threads])
+    check = host.AccessCheck([x[:16]], [out[:16]])
+    module.launch(1, abs(threads), ctypes.addressof(args), check)
+    assert check.fault() == fault
+    assert torch.equal(out[:4 * min(abs(threads), 2 if threads < 0 else 8)],
+                       x[:4 * min(abs(threads), 2 if threads < 0 else 8)])
     assert host.extent(x[:16]) == (x.data_ptr(), x.data_ptr() + 64)
     assert host.extent(x[::2]) == (x.data_ptr(), x.data_ptr() + 30 * 4 + 4) and host.extent(x[:0]) == (0, 0)

@@ -249,14 +249,14 @@ class Specialization:
             if self.device.index is not None:
                 self.module.launch(grid, self.params.block, pack.params_address, _current_stream(self.device))
             else:
-                from .runtime.host import extent
+                from .runtime.host import AccessCheck
 
-                outside = self.module.launch(grid, self.params.block, pack.address,
-                                             tuple(extent(t) for t in (*args, *outputs)))
-                if outside:  # emulation checks every access: on a GPU this would go unseen
-                    raise InternalError(f"an internal error: the kernel accessed memory past its tensors {outside} "
-                                        f"times (CPU emulation); source dumped to {self.source_path}; please report "
-                                        "it with the region's trace")
+                check = AccessCheck(args, outputs)
+                self.module.launch(grid, self.params.block, pack.address, check)
+                fault = check.fault()
+                if fault:  # emulation checks every access: on a GPU this would go unseen, or be a race
+                    raise InternalError(f"an internal error: the kernel {fault} (CPU emulation); source dumped to "
+                                        f"{self.source_path}; please report it with the region's trace")
         return outputs
 
 

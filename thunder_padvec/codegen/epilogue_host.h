@@ -17,13 +17,18 @@ extern "C" void padvec_launch(const padvec_args* args, unsigned int grid, unsign
   }
 }
 
-// The call's tensors, as [lo, hi) byte ranges, for the checks of the next launches on this thread.
+// The call's tensors, as (first byte, end, per-element write counts or 0, element size) each, for the
+// checks of the next launches on this thread; more than the table holds: no checks.
 extern "C" void padvec_set_ranges(const unsigned long long* ranges, int n) {
-  padvec_nranges = n < 63 ? n : 63;
-  for (int i = 0; i < padvec_nranges; ++i)
-    padvec_ranges[i] = {reinterpret_cast<const char*>(ranges[2 * i]), reinterpret_cast<const char*>(ranges[2 * i + 1])};
+  padvec_nranges = 0;
+  if (n > 63) return;
+  for (int i = 0; i < n; ++i) {
+    const unsigned long long* r = ranges + 4 * i;
+    padvec_ranges[padvec_nranges++] = {reinterpret_cast<const char*>(r[0]), reinterpret_cast<const char*>(r[1]),
+                                       reinterpret_cast<unsigned char*>(r[2]), static_cast<std::size_t>(r[3])};
+  }
   const char* smem = reinterpret_cast<const char*>(padvec_host_smem);
-  padvec_ranges[padvec_nranges++] = {smem, smem + sizeof(padvec_host_smem)};
+  padvec_ranges[padvec_nranges++] = {smem, smem + sizeof(padvec_host_smem), nullptr, 1};
 }
 
 // Accesses outside the tensors since the last call, and the count reset.

@@ -157,6 +157,7 @@ template <> struct alignas(16) padvec_chunk<16> { unsigned int v[4]; };
 
 #ifndef PADVEC_CHECK
 #define PADVEC_CHECK(p, bytes)  // the host prelude checks accesses against the call's tensors
+#define PADVEC_CHECK_STORE(p, bytes)
 #endif
 
 // Copies W consecutive elements as one access of W * sizeof(T) bytes; both sides must be aligned to it.
@@ -168,7 +169,7 @@ template <int W, typename T> PADVEC_FN void padvec_load(T* dst, const T* src) {
 
 template <int W, typename T> PADVEC_FN void padvec_store(T* dst, const T* src) {
   typedef padvec_chunk<W * sizeof(T)> chunk;
-  PADVEC_CHECK(dst, W * sizeof(T));
+  PADVEC_CHECK_STORE(dst, W * sizeof(T));
   *reinterpret_cast<chunk*>(dst) = *reinterpret_cast<const chunk*>(src);
 }
 

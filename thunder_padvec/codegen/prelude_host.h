@@ -18,26 +18,36 @@ using std::signbit;
 
 // Every access is checked against the call's tensors and the shared memory (set by padvec_set_ranges before a
 // launch): one that misses them all but lands within PADVEC_SLACK bytes of one is counted (padvec_violations),
-// as a read or write past a tensor's end would be on the GPU. Registers are the thread's stack, near its frame.
+// as a read or write past a tensor's end would be on the GPU; the stores into an output are counted per
+// element (``writes``), so that one written twice (a race on the GPU, where threads run at once) or never shows.
+// Registers are the thread's stack, near its frame.
 #include <cstddef>
 #define PADVEC_SLACK 256
-struct padvec_range { const char* lo; const char* hi; };
+struct padvec_range { const char* lo; const char* hi; unsigned char* writes; std::size_t itemsize; };
 static thread_local padvec_range padvec_ranges[64];
 static thread_local int padvec_nranges = 0;
 static thread_local long padvec_nviolations = 0;
-static inline void padvec_check(const void* p, std::size_t bytes) {
+static inline void padvec_check(const void* p, std::size_t bytes, bool store) {
   const char* a = static_cast<const char*>(p);
   const char frame = 0;
   if (a > &frame - (1 << 20) && a < &frame + (1 << 20)) return;  // a register array
-  for (int i = 0; i < padvec_nranges; ++i)
-    if (a >= padvec_ranges[i].lo && a + bytes <= padvec_ranges[i].hi) return;
+  for (int i = 0; i < padvec_nranges; ++i) {
+    const padvec_range& r = padvec_ranges[i];
+    if (a >= r.lo && a + bytes <= r.hi) {
+      if (store && r.writes)
+        for (std::size_t e = (a - r.lo) / r.itemsize; e < (a + bytes - r.lo) / r.itemsize; ++e)
+          if (r.writes[e] < 255) ++r.writes[e];
+      return;
+    }
+  }
   for (int i = 0; i < padvec_nranges; ++i)
     if (a + bytes > padvec_ranges[i].lo - PADVEC_SLACK && a < padvec_ranges[i].hi + PADVEC_SLACK) {
       ++padvec_nviolations;
       return;
     }
 }
-#define PADVEC_CHECK(p, bytes) padvec_check(p, bytes)
+#define PADVEC_CHECK(p, bytes) padvec_check(p, bytes, false)
+#define PADVEC_CHECK_STORE(p, bytes) padvec_check(p, bytes, true)
 
 struct padvec_dim3 { unsigned int x, y, z; };
 static thread_local padvec_dim3 threadIdx, blockIdx, blockDim, gridDim;

@@ -66,13 +66,14 @@ class HostModule:
         self._violations = self._lib.padvec_violations
         self._violations.restype = ctypes.c_long
 
-    def launch(self, grid: int, block: int, args_address: int, ranges: tuple[tuple[int, int], ...] = ()) -> int:
-        """Runs the kernel; with ``ranges``, the ``(first byte, end)`` of each of the call's tensors, returns
-        how many of its accesses fell outside them, near one (as past a tensor's end)."""
-        bounds = (ctypes.c_ulonglong * (2 * len(ranges)))(*(b for r in ranges for b in r))
+    def launch(self, grid: int, block: int, args_address: int, check: AccessCheck | None = None) -> None:
+        """Runs the kernel; with ``check``, its every access is checked against the call's tensors."""
+        ranges = check.ranges if check is not None else ()
+        bounds = (ctypes.c_ulonglong * (4 * len(ranges)))(*(v for r in ranges for v in r))
         self._set_ranges(bounds, len(ranges))
         self._launch(args_address, grid, block)
-        return self._violations()
+        if check is not None:
+            check.outside = self._violations()
 
 
 def extent(t) -> tuple[int, int]:
@@ -81,3 +82,28 @@ def extent(t) -> tuple[int, int]:
         return (0, 0)
     last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
     return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
+
+
+class AccessCheck:
+    """What an emulated launch checks: every load and store inside one of the call's tensors (``outside``
+    counts those that land just past one, as past a tensor's end), and every element of an output written
+    once (``writes``, per element of its memory)."""
+
+    def __init__(self, inputs, outputs):
+        import torch
+
+        self.outputs = [t for t in outputs if t.numel()]
+        self.writes = [torch.zeros((extent(t)[1] - extent(t)[0]) // t.element_size(), dtype=torch.uint8)
+                       for t in self.outputs]
+        self.ranges = tuple((*extent(t), 0, 1) for t in inputs if t.numel()) + tuple(
+            (*extent(t), w.data_ptr(), t.element_size()) for t, w in zip(self.outputs, self.writes))
+        self.outside = 0
+
+    def fault(self) -> str | None:
+        """What the kernel did wrong, in words, or None."""
+        faults = [f"accessed memory past its tensors {self.outside} times"] if self.outside else []
+        for k, (t, w) in enumerate(zip(self.outputs, self.writes)):
+            twice, never = int((w > 1).sum()), int((w == 0).sum()) if w.numel() == t.numel() else 0
+            if twice or never:
+                faults.append(f"wrote {twice} elements of output {k} more than once and {never} never")
+        return "; ".join(faults) or None

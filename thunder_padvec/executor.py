@@ -85,6 +85,8 @@ class PadvecExecutor(FusionExecutor):
         flat = _dce(inputs, outputs, flat)
         try:
             kernel, views = lower(inputs, outputs, flat)
+            fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views,
+                                  _shapes(outputs, views))
         except UnfoldableReshape as err:
             if raise_unfoldable:
                 raise
@@ -99,8 +101,6 @@ class PadvecExecutor(FusionExecutor):
                 raise internal
             warnings.warn(f"{name} runs in PyTorch: {internal}", RuntimeWarning, stacklevel=2)
             return self._in_pytorch(name, inputs, outputs, flat)
-        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(inputs, outputs, flat), views,
-                              _shapes(outputs, views))
         _remembered_orders(fusion)
         return self.register_temporary_operation(name, fusion, inputs=inputs, outputs=outputs, bsyms=flat)
 
@@ -152,11 +152,11 @@ class PadvecExecutor(FusionExecutor):
             if not kernel_outputs or not flat:
                 raise ValueError("nothing left for a kernel")
             kernel, views = lower(kernel_inputs, kernel_outputs, flat)
+            fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat),
+                                  views, _shapes(kernel_outputs, views))
         except Exception as err:  # the region runs in PyTorch instead, as a whole
             log.debug("%s runs in PyTorch: %s", name, err)
             return self._in_pytorch(name, inputs, outputs, bsyms)
-        fusion = PadvecFusion(kernel, name, lambda: _pytorch_callable(kernel_inputs, kernel_outputs, flat), views,
-                              _shapes(kernel_outputs, views))
         _remembered_orders(fusion)
         position = {p.name: ("arg", k) for k, p in enumerate(inputs)}
         position.update((p.name, ("prologue", k)) for k, p in enumerate(head_outputs))

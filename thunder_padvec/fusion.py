@@ -333,8 +333,9 @@ class PadvecFusion:
         # ``reshapes``); it is allocated in the region's shape and written through a view in the kernel's
         computed = [kernel.node(o).type.shape for o in kernel.outputs]
         shapes = tuple(shapes) if shapes is not None else tuple(computed)
-        if len(shapes) != len(computed) or any(
-                tuple(s) != c and merge_groups(c, tuple(s)) is None for c, s in zip(computed, shapes)):
+        if len(shapes) != len(computed) or any(  # (an empty output is any empty shape: nothing is written)
+                tuple(s) != c and merge_groups(c, tuple(s)) is None and not math.prod(s) == math.prod(c) == 0
+                for c, s in zip(computed, shapes)):
             raise ValueError(f"{name}: outputs of shapes {shapes} are not merges of the kernel's {computed}")
         self._merged = tuple(c if tuple(s) != c else None for c, s in zip(computed, shapes))
         self._outputs = [(tuple(shape), TORCH_DTYPES[kernel.node(o).type.dtype])

@@ -16,7 +16,7 @@ from helpers import jit_and_run, randn
 from thunder_padvec import codegen, ir, schedule
 from thunder_padvec.codegen import scalar
 from thunder_padvec.errors import CompileError
-from thunder_padvec.examples import rope_one_entry
+from thunder_padvec.examples import hf_gptj_rope, rope_one_entry
 from thunder_padvec.explain import fusions
 from thunder_padvec.runtime import cache, nvrtc
 
@@ -163,6 +163,9 @@ def _programs(generator):
     d = randn(8, 6, dtype=torch.float64, generator=generator)
     yield (lambda t: torch.cat((torch.sin(t), torch.pow(t.abs(), 0.5), torch.nn.functional.pad(t, (0, 2))), -1)
            .to(torch.bfloat16)), (d,)
+    # register moves of gathers and windows (x's strided halves; the repeated sin and cos)
+    yield hf_gptj_rope, (randn(2, 8, 4, 64, dtype=torch.bfloat16, generator=generator),
+                         randn(2, 8, 16, generator=generator), 16)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

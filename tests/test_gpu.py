@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from helpers import jit_and_run, randn
 from thunder_padvec import explain, padvec
 from thunder_padvec import configs
-from thunder_padvec.examples import SEED_SHAPE, gptj_rope, litgpt_rope, qkv_split_rope, rope_inputs, rope_one_entry
+from thunder_padvec.examples import (SEED_SHAPE, gptj_rope, hf_gptj_rope, litgpt_rope, qkv_split_rope, rope_inputs,
+                                     rope_one_entry)
 from thunder_padvec.explain import fusions
 
 pytestmark = pytest.mark.gpu
@@ -150,6 +151,29 @@ def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
     # x's strided halves move from the registers of x's own loads; the backward's sin from a window
     assert [a.access for a in forward.accesses if a.width == 1] == ["gathered", "gathered"]
     assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["window", "window"]
+
+
+def test_hugging_faces_gptj_rotary_forward_and_backward(generator):
+    """Hugging Face's GPT-J rotary at GPT-J-6B's shape (64 of 256 features, ``x [B, T, heads, head_size]``,
+    float32 ``sincos``): the forward reads the repeated sin and cos through windows and x's halves from x's
+    own loads; output as eager's, the gradient within twice eager's error of a float64 reference."""
+    c = configs.INTERLEAVED[0]
+    x = _cuda_randn(c.batch, 512, c.n_head, c.head_size, dtype=torch.bfloat16, generator=generator)
+    sincos = _cuda_randn(c.batch, 512, c.rope_n_elem, generator=generator)
+    jitted = thunder.jit(hf_gptj_rope, executors=[padvec])
+    cotangent = _cuda_randn(*x.shape, generator=generator)
+    results = []
+    for fn, dtype in ((jitted, torch.bfloat16), (hf_gptj_rope, torch.bfloat16), (hf_gptj_rope, torch.float64)):
+        leaf = x.detach().to(dtype).requires_grad_(True)
+        out = fn(leaf, sincos.to(torch.float64 if dtype == torch.float64 else torch.float32), c.rope_n_elem)
+        out.backward(cotangent.to(out.dtype))
+        results.append((out.detach(), leaf.grad))
+    (out, grad), (want, want_grad), (_, reference) = results
+    assert torch.equal(out, want)
+    assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
+    forward, _ = explain(jitted)
+    assert sorted(a.access for a in forward.accesses if a.access in ("gathered", "window")) == [
+        "gathered", "gathered", "window", "window"]
 
 
 @pytest.mark.parametrize("batch", [2, 1])

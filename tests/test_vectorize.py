@@ -618,26 +618,17 @@ def test_gptj_backward_reads_sin_through_one_window(emulated, generator, dtype):
     assert [a.access for a in backward.accesses if a.tensor.startswith("sin")] == ["window", "window"]
 
 
-def _hf_gptj(tensor, sincos, rotary_dim):
-    """Hugging Face's GPT-J attention rotary: ``sincos`` holds sin then cos of each pair once, repeated
-    into the pairs inside (``repeat_interleave``), tensor ``[B, T, heads, head_size]``."""
-    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
-    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
-    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
-    rot, rest = tensor[..., :rotary_dim], tensor[..., rotary_dim:]
-    rotated = torch.stack((-rot[..., 1::2], rot[..., ::2]), dim=-1).flatten(-2)
-    return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
-
-
 def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_windows(emulated, generator):
     """Its sin and cos: two lanes a pair read one element of ``sincos`` (float32): a window of 16
     bytes for every 8 lanes (lane j reads element j // 2), forward and backward; numbers as eager's."""
+    from thunder_padvec.examples import hf_gptj_rope
+
     x = randn(2, 8, 4, 64, dtype=torch.bfloat16, generator=generator)
     sincos = randn(2, 8, 16, generator=generator)
     cotangent = randn(2, 8, 4, 64, generator=generator)
-    jitted = thunder.jit(_hf_gptj, executors=[padvec])
+    jitted = thunder.jit(hf_gptj_rope, executors=[padvec])
     (out,), grad = grads(jitted, x, sincos, 16, (cotangent,))  # (sincos and the rotary dim in cos's and sin's place)
-    (want,), want_grad = grads(_hf_gptj, x, sincos, 16, (cotangent,))
+    (want,), want_grad = grads(hf_gptj_rope, x, sincos, 16, (cotangent,))
     assert torch.equal(out, want)
     torch.testing.assert_close(grad, want_grad)
     for report in explain(jitted):

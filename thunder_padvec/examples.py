@@ -1,5 +1,6 @@
-"""Built-in example programs: the seed's RoPE and its inputs, LitGPT's RoPE and attention prologue, and a
-Llama-style transformer block, shared by the CLI, tests and benchmarks."""
+"""Built-in example programs: the seed's RoPE and its inputs, LitGPT's RoPE and attention prologue, GPT-J's
+interleaved rotary (as LitGPT-style code and as Hugging Face writes it), and a Llama-style transformer block,
+shared by the CLI, tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -50,6 +51,17 @@ def gptj_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem
     rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
     roped = ((x_rope * cos) + (rotated * sin)).to(dtype=x.dtype)
     return roped if rope_n_elem == x.size(-1) else torch.cat((roped, x[..., rope_n_elem:]), dim=-1)
+
+
+def hf_gptj_rope(x: torch.Tensor, sincos: torch.Tensor, rotary_dim: int) -> torch.Tensor:
+    """Hugging Face's GPT-J rotary: ``x [B, T, heads, head_size]``; ``sincos [B, T, rotary_dim]`` holds each
+    pair's sin, then each pair's cos, once, and ``repeat_interleave`` spreads them over the pairs."""
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+    rot, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    rotated = torch.stack((-rot[..., 1::2], rot[..., ::2]), dim=-1).flatten(-2)
+    return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
 
 
 def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:

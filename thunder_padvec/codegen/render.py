@@ -63,7 +63,7 @@ class _Segment:
     owners: dict = field(default_factory=dict)  # own load key -> the steps whose lanes load it
     twins: dict = field(default_factory=dict)  # 16-bit site id -> float array holding its exact value (_twin)
     exchanges: dict = field(default_factory=dict)  # own load key -> {distance: (register, direct address)}
-    gathers: dict = field(default_factory=dict)  # site id -> (source site id, lane map), see vectorize.gathers
+    gathers: dict = field(default_factory=dict)  # site id -> per lane (source site or window, lane): vectorize.gathers
     early: set = field(default_factory=set)  # source loads of gathers rendered ahead of their turn in this chunk
     windows: set = field(default_factory=set)  # the windows rendered in this chunk
 

@@ -226,6 +226,7 @@ def gathers(plan: VectorPlan, seg: SegmentPlan) -> dict[int, Gather]:
     loads = [(site, width) for site, width in zip(seg.segment.sites, seg.widths)
              if isinstance(kernel.node(site.node), ir.LOADS)]
     linear = {site.id: _linear_address(plan, seg, site) for site, _ in loads}
+
     def full(site, width):  # a chunk's vectors as wide as they come, loaded at every lane
         itemsize = kernel.node(site.node).type.dtype.itemsize
         return (width == seg.chunk or width * itemsize >= MAX_WINDOW_BYTES) and _unguarded(seg, site)

@@ -306,31 +306,28 @@ def _own_loads(r: _Segment) -> list[str]:
     threads one after another and loads those chunks again instead, as the lanes do where the teams do
     not fit a warp (``seg.reloads``, ``vectorize.plan.lane_steps``)."""
     seg = r.seg
-    lines = []
-    for key, site, node in r.hoisted:
-        (address, guard, width), reg = key, r.loads[key]
-        ctype = scalar.CTYPE[node.type.dtype]
-        owners = sorted(r.owners[key])
-        terms = [" || ".join(f"step == {m}" for m in owners)] if len(owners) < seg.lane_steps else []
+
+    def owned(load: str, key, team: str, reg: str) -> str:
+        """``load`` where team ``team`` owns the chunk and the guard holds, zeros elsewhere (where the
+        address may lie past the input's rows)."""
+        owners, (_, guard, width) = sorted(r.owners[key]), key
+        terms = [" || ".join(f"{team} == {m}" for m in owners)] if len(owners) < seg.lane_steps else []
         terms += [guard] if guard != "true" else []
         condition = " && ".join(f"({t})" if "||" in t else t for t in terms)
+        return f"if ({condition}) {load} else padvec_fill_zero<{width}>({reg});" if condition else load
+
+    lines = []
+    for key, site, node in r.hoisted:
+        (address, _, width), reg = key, r.loads[key]
         load = f"{_load_op(r.params, _read_once(r, site, node), node)}<{width}>({reg}, {address});"
-        lines += [f"alignas(16) {ctype} {reg}[{width}];",
-                  f"if ({condition}) {load} else padvec_fill_zero<{width}>({reg});" if condition else load]
+        lines += [f"alignas(16) {scalar.CTYPE[node.type.dtype]} {reg}[{width}];", owned(load, key, "step", reg)]
     reload = seg.reloads or not EXCHANGE
     for key, site, node in r.hoisted:
-        (_, guard, width), reg = key, r.loads[key]
+        (_, _, width), reg = key, r.loads[key]
         ctype = scalar.CTYPE[node.type.dtype]
         op = _load_op(r.params, _read_once(r, site, node), node) if reload else "padvec_load"
-        owners = sorted(r.owners[key])
         for distance, (other, address) in sorted(r.exchanges[key].items()):
-            # loaded where its owner loads it (elsewhere the address may lie past the input's rows)
-            terms = [" || ".join(f"(step + {distance}) % {seg.lane_steps} == {m}" for m in owners)
-                     ] if len(owners) < seg.lane_steps else []
-            terms += [guard] if guard != "true" else []
-            condition = " && ".join(f"({t})" if "||" in t else t for t in terms)
-            load = f"{op}<{width}>({other}, {address});"
-            load = f"if ({condition}) {load} else padvec_fill_zero<{width}>({other});" if condition else load
+            load = owned(f"{op}<{width}>({other}, {address});", key, f"(step + {distance}) % {seg.lane_steps}", other)
             lines.append(f"alignas(16) {ctype} {other}[{width}];")
             if reload:
                 lines.append(load)

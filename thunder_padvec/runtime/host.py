@@ -93,10 +93,11 @@ class AccessCheck:
         import torch
 
         self.outputs = [t for t in outputs if t.numel()]
-        self.writes = [torch.zeros((extent(t)[1] - extent(t)[0]) // t.element_size(), dtype=torch.uint8)
-                       for t in self.outputs]
+        spans = [extent(t) for t in self.outputs]
+        self.writes = [torch.zeros((end - first) // t.element_size(), dtype=torch.uint8)
+                       for t, (first, end) in zip(self.outputs, spans)]
         self.ranges = tuple((*extent(t), 0, 1) for t in inputs if t.numel()) + tuple(
-            (*extent(t), w.data_ptr(), t.element_size()) for t, w in zip(self.outputs, self.writes))
+            (*span, w.data_ptr(), t.element_size()) for t, span, w in zip(self.outputs, spans, self.writes))
         self.outside = 0
 
     def fault(self) -> str | None:

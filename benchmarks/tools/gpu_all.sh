@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU-machine checks and measurements, by part (all parts, in this order, when none is named):
-#   tests      pytest -m gpu (random-program budgets from PADVEC_GPU_PROGRAMS, default 80, and
-#              PADVEC_GPU_GRAD_PROGRAMS, default 40)
+#   tests      pytest -m gpu but the random programs (tests/test_programs.py), about 250 s
+#   programs   the random programs' GPU tests, about 300 s (budgets from PADVEC_GPU_PROGRAMS, default 80,
+#              PADVEC_GPU_GRAD_PROGRAMS, default 40, PADVEC_GPU_PROLOGUES, default 20); both parts together
+#              passed 540 s on 2026-12-05, so one call of the device tool runs one of them and the next the other
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
 #   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT);
 #              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
@@ -41,9 +43,12 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-for part in ${@:-tests notebooks fwd bwd host}; do
+for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in
-    tests) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
+    tests) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
+             --ignore=tests/test_programs.py 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
+    programs) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=4 tests/test_programs.py \
+             2>&1 | tee $OUT/gpu_programs.log | tail -6 ;;
     hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 2>&1 \
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \

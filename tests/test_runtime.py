@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 import torch
@@ -324,6 +326,8 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
         return rounds
 
     monkeypatch.setattr(tune, "measure", measure)
+    prefetched = []
+    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: prefetched.append(len(sources)))
     if planes:  # 4 heads a thread, blocks of 32 rows: 4 planes (a batch's group of heads) of 2 blocks
         monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
         monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "LANE_STEPS", False)
@@ -349,6 +353,7 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     chosen = names[-1]
     variants = [(True, True, False), (False, True, False), (True, False, False), (True, True, True)]
     assert (built, timed) == (variants[:len(names)], [names])
+    assert prefetched == [len(names) - 1]  # the variants compile side by side while the default builds
     assert (spec.params.keep_hints, spec.params.keep_once, spec.params.plane_order) == built[-1] and spec.runs == 1
     assert str(spec.choice) == str(tune.Choice.measured(chosen, rounds))
     assert spec.choice.microseconds == rounds.medians() and spec.choice.wins == (0,) + (tune.ROUNDS,) * (len(names) - 1)
@@ -357,6 +362,7 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     built.clear()
     spec = fusion_fn._specialize_cuda(plan, params, device, (x, cos, sin), outputs)
     assert (built, len(timed)) == ([variants[len(names) - 1]], 1)  # only the chosen one built, nothing timed again
+    assert prefetched == [len(names) - 1]
     assert str(spec.choice) == f"{chosen} (a decision kept on disk)"
 
     monkeypatch.setenv("THUNDER_PADVEC_TUNE", "0")
@@ -633,3 +639,73 @@ def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, ord
     assert (tuple(out.shape), out.stride(), out.dtype) == (tuple(want.shape), want.stride(), torch.float32)
     assert out.permute(order or tuple(range(len(shape)))).is_contiguous()
     assert out.untyped_storage().nbytes() == want.untyped_storage().nbytes()
+
+
+def _counting_target(compile_fn):
+    calls = []
+
+    def compile(source, path):
+        calls.append(threading.current_thread().name)
+        return compile_fn(source)
+
+    return cache.Target("cubin", f"counting {len(calls)} {id(calls)}", compile, ".cu"), calls
+
+
+def test_threads_asking_for_one_source_at_once_compile_it_once(tmp_path, monkeypatch):
+    """The first thread compiles; the others wait for its binary instead of compiling it again."""
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    release = threading.Event()
+    target, calls = _counting_target(lambda source: release.wait(30) and source.encode()[::-1])
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.binary("one source", target)[0]))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the other threads reach the pending compile and wait on it
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert len(calls) == 1 and results == [b"ecruos eno"] * 4 and not cache._pending
+
+
+def test_a_failed_compile_raises_in_every_thread_that_asked_and_is_tried_again_later(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+
+    def fail(source):
+        raise CompileError("test", "no", source, None)
+
+    target, calls = _counting_target(fail)
+    cache.prefetch(["bad source"], target)
+    with pytest.raises(CompileError):
+        cache.binary("bad source", target)
+    assert not cache._pending and len(calls) in (1, 2)  # the prefetch's failure, or the call's own
+    with pytest.raises(CompileError):
+        cache.binary("bad source", target)
+    assert len(calls) in (2, 3)  # never remembered: compiled again
+
+
+def test_prefetched_variants_compile_side_by_side_with_nvrtc_and_once_each(tmp_path, monkeypatch, emulated,
+                                                                            generator):
+    """A first call's launch variants (here the evict_last hints on and off) compile in worker threads
+    while the default builds; each source is compiled once, and the binaries are CUBIN."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen
+    from thunder_padvec.explain import fusions
+    from thunder_padvec.runtime import nvrtc
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    _, _, trace = jit_and_run(rope_one_entry, *_rope_args(generator))
+    ((fn, _),) = fusions(trace)
+    spec = fn.last
+    sources = [codegen.device_source(codegen.render(spec.plan, replace(spec.params, keep_hints=keep)))
+               for keep in (True, False)]
+    assert sources[0] != sources[1]
+    target, calls = _counting_target(lambda source: nvrtc.compile_cubin(source, "sm_90"))
+    cache.prefetch(sources[1:], target)
+    binaries = [cache.binary(source, target)[0] for source in sources]
+    cache.binary(sources[1], target)
+    assert len(calls) == 2 and all(b[:4] == b"\x7fELF" for b in binaries) and not cache._pending

@@ -72,6 +72,15 @@ def _cuda_target(device: int) -> cache.Target:
     return cache.Target("cubin", identity, lambda src, path: nvrtc.compile_cubin(src, arch, path), ".cu")
 
 
+def _prefetch(sources: list[str], device: int) -> None:
+    """Starts compiling ``sources`` for ``device`` in worker threads (``cache.prefetch``); a fault here
+    only loses the head start: the build that needs a source compiles it (and raises) itself."""
+    try:
+        cache.prefetch(sources, _cuda_target(device))
+    except Exception as err:
+        log.debug("no compiles ahead of the builds: %s", err)
+
+
 @functools.cache
 def _host_target() -> cache.Target:
     from . import knobs
@@ -466,6 +475,8 @@ class PadvecFusion:
             chosen = tune.remembered(key, [name for name, _, _ in options])
             if chosen is not None:
                 options = [o for o in options if o[0] == chosen]
+            else:  # the variants compile side by side while the default builds here
+                _prefetch([source for _, _, source in options[1:]], device.index)
         built = []
         for name, variant, source in options:
             try:

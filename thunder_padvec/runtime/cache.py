@@ -5,11 +5,17 @@ target (CUBIN for an ``sm_XY`` with NVRTC's version and options, or a host libra
 compiler's version and flags) and this package's version. Disk entries are written to a
 temporary file and renamed into place, and carry a checksum: a corrupt, truncated or unreadable
 entry is compiled again, never loaded. ``compile_count`` lets tests see when compiles happen.
+
+A source is compiled once even when several threads ask for it at the same time: the first compiles,
+the others wait for its result. ``prefetch`` starts the compiles of several sources in worker threads
+(NVRTC releases the GIL while it compiles), so that a first call that builds a kernel's launch variants
+compiles them side by side instead of one after the other.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import hashlib
 import logging
 import os
@@ -28,7 +34,9 @@ MAGIC = b"thunder-padvec binary v1\n"
 compile_count: collections.Counter[str] = collections.Counter()
 _memory: dict[str, bytes] = {}
 _notes: dict[str, str] = {}
+_pending: dict[str, concurrent.futures.Future] = {}  # compiles under way, by key
 _lock = threading.Lock()
+PREFETCH_THREADS = 4  # at most this many compiles side by side (a first call's launch variants)
 
 
 @dataclass(frozen=True)
@@ -101,24 +109,60 @@ def _write_disk(path: Path, payload: bytes) -> None:
 
 
 def binary(source: str, target: Target) -> tuple[bytes, Path | None]:
-    """The binary of ``source`` for ``target``, and the path of the dumped source."""
+    """The binary of ``source`` for ``target``, and the path of the dumped source. Where another thread
+    is compiling the same source, waits for its binary (or its error) instead of compiling it again."""
     key = _digest(__version__, target.kind, target.identity, source)
     source_path = dump_source(source, target.suffix)
     with _lock:
         cached = _memory.get(key)
+        pending = _pending.get(key) if cached is None else None
+        if cached is None and pending is None:
+            _pending[key] = mine = concurrent.futures.Future()
     if cached is not None:
         return cached, source_path
+    if pending is not None:
+        return pending.result(), source_path
+    try:
+        payload = _load_or_compile(key, source, source_path, target)
+    except BaseException as err:
+        with _lock:
+            del _pending[key]
+        mine.set_exception(err)
+        raise
+    with _lock:
+        _memory[key] = payload
+        del _pending[key]
+    mine.set_result(payload)
+    return payload, source_path
+
+
+def _load_or_compile(key: str, source: str, source_path: Path | None, target: Target) -> bytes:
     folder = knobs.cache_dir()
     disk_path = folder / key[:2] / f"{key}.{target.kind}" if folder is not None else None
     payload = _read_disk(disk_path) if disk_path is not None else None
     if payload is None:
         payload = target.compile(source, source_path)
-        compile_count[target.kind] += 1
+        with _lock:
+            compile_count[target.kind] += 1
         if disk_path is not None:
             _write_disk(disk_path, payload)
+    return payload
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def prefetch(sources: list[str], target: Target) -> None:
+    """Starts building the binaries of ``sources`` in worker threads and returns at once; ``binary`` then
+    takes each from memory or waits for it. A source whose build fails raises again where ``binary``
+    asks for it."""
+    global _pool
     with _lock:
-        _memory[key] = payload
-    return payload, source_path
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="padvec-compile")
+        pool = _pool
+    for source in sources:
+        pool.submit(binary, source, target)
 
 
 def digest(*parts: str) -> str:

@@ -15,6 +15,8 @@
 #   tune       tools/tune_probe.py, five fresh first calls each, on the RoPE forwards whose pick sat at the
 #              edge of the tuner's margin (Llama-3-8B b1 and b2, Gemma-7b b1), the log under $OUT/tune-probe.log
 #   host       the host-path benchmark
+#   compile    tools/compile_probe.py: a first call's launch variants compiled one after the other and side by
+#              side (the machine's CPUs), the log under $OUT/compile-probe.log
 #   block      the Llama-style block benchmark (benchmarks/test_block.py), both cases; block2, block3: the
 #              Llama-2-7b or the Llama-3-8B case alone (each compiles torch.compile's and Thunder's executors
 #              afresh; a part runs within 560 s)
@@ -58,6 +60,8 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
     tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \
             Gemma-7b-b1-rope-bfloat16-fwd Llama-3-8B-b2-rope-bfloat16-fwd --trials 5 2>&1 | grep -v Warning \
             | tee $OUT/tune-probe.log | tail -6 ;;
+    compile) timeout -s INT 120 python3 benchmarks/tools/compile_probe.py 2>&1 | grep -v Warning \
+            | tee $OUT/compile-probe.log | tail -9 ;;
     block|block2|block3) suite $part "${SELECT[$part]}" 560 ;;
     gathers) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases GPT-J-6B-b1-gptj_rope-bfloat16-fwd \
               GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd GPT-J-6B-b2-gptj_rope-bfloat16-fwd+bwd \

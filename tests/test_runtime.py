@@ -709,3 +709,29 @@ def test_prefetched_variants_compile_side_by_side_with_nvrtc_and_once_each(tmp_p
     binaries = [cache.binary(source, target)[0] for source in sources]
     cache.binary(sources[1], target)
     assert len(calls) == 2 and all(b[:4] == b"\x7fELF" for b in binaries) and not cache._pending
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_a_compile_is_under_way_compiles_for_itself(monkeypatch):
+    """A compile under way in a worker thread at a fork is not pending in the child (that thread does not
+    exist there): the child compiles the source itself instead of waiting for ever."""
+    import signal
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", "off")
+    release = threading.Event()
+    target, calls = _counting_target(lambda source: release.wait(30) and b"compiled")
+    cache.prefetch(["forked source"], target)
+    deadline = time.monotonic() + 30
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cache._pending
+    pid = os.fork()
+    if pid == 0:  # the child: a waiter for the parent's compile would hang; the alarm ends it as a failure
+        signal.alarm(20)
+        release.set()
+        ok = cache.binary("forked source", target)[0] == b"compiled" and len(calls) == 2 and not cache._pending
+        os._exit(0 if ok else 1)
+    release.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert cache.binary("forked source", target)[0] == b"compiled"

@@ -165,6 +165,20 @@ def prefetch(sources: list[str], target: Target) -> None:
         pool.submit(binary, source, target)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (a data loader's worker, say) has none of the parent's worker threads: their
+    compiles under way would never finish there, and a lock one of them held would never be released.
+    It starts afresh: its own lock and pool, no compiles pending."""
+    global _lock, _pool
+    _lock = threading.Lock()
+    _pool = None
+    _pending.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def digest(*parts: str) -> str:
     """A key over ``parts`` and this package's version."""
     return _digest(__version__, *parts)

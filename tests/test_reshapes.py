@@ -56,6 +56,47 @@ def test_a_split_of_a_resized_dim_is_refused():
     assert err.value.name == "r"
 
 
+def test_a_split_that_a_view_of_an_input_cannot_take_is_refused():
+    """Each element of x repeated twice, merged to a row of 18 (a view: x's addresses, each twice), then
+    split into 2 rows of 9: no strides of x address that, so the split is refused, not pushed into x's
+    loads (where the planner would have failed at the first call)."""
+    x = ir.Input("x", _t(1, 9), 0)
+    chain = (("expand", (1, 9, 2), (0, 1)), ("reshape", (1, 18)))
+    kernel = ir.Kernel((x,), (
+        ir.View("v", _t(1, 18), "x", chain),
+        ir.Elementwise("y", _t(1, 18), "neg", ("v",)),
+        ir.Reshape("r", _t(1, 2, 9), "y"),
+    ), ("r",))
+    with pytest.raises(UnfoldableReshape) as err:
+        push_reshapes(kernel)
+    assert err.value.name == "r"
+    # split along the repeats instead: x's loads take it
+    kernel = ir.Kernel((x,), (*kernel.nodes[:2], ir.Reshape("r", _t(1, 3, 6), "y")), ("r",))
+    view = push_reshapes(kernel).nodes[0]
+    assert view.chain == (*chain, ("reshape", (1, 3, 6)))
+
+
+@pytest.mark.parametrize("pushed", [False, True])
+def test_layout_ops_of_an_input_that_no_strides_address_stay_in_pytorch(emulated, generator, pushed):
+    """``repeat_interleave`` as a view, then a split across the repeats: on the input directly (the
+    lowering refuses the view) or on a value computed from it (the split pushed down, refused there)."""
+    def direct(x):
+        return x[..., None].expand(2, 9, 2).reshape(2, 18).reshape(2, 2, 9) * 2
+
+    def computed(x):
+        y = x[..., None].expand(2, 9, 2).reshape(2, 18) * 2
+        return y.reshape(2, 2, 9) + 1, -x
+
+    fn = computed if pushed else direct
+    x = randn(2, 9, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x)
+    for got, want in zip(out if pushed else (out,), fn(x) if pushed else (fn(x),)):
+        assert torch.equal(got, want)
+    reports = explain(jitted)  # the math padvec's, the layout op that no strides address PyTorch's
+    assert reports and all(node.chain[-1] != ("reshape", (2, 2, 9)) for report in reports
+                           for node in report.kernel.nodes if isinstance(node, ir.View))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_split_reshapes_fuse_and_unfoldable_ones_stay_in_pytorch(emulated, generator, dtype):
     """A split after a pad of another dim joins the kernel; one that splits the padded dim is left to

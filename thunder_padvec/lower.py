@@ -29,6 +29,7 @@ def lower(inputs: Sequence[TensorProxy], outputs: Sequence[TensorProxy], bsyms: 
         kernel_inputs.append(ir.Input(proxy.name, lowering.tensor_type(proxy), index))
         lowering.env[proxy.name] = proxy.name
         lowering.chains[proxy.name] = (proxy.name, ())
+        lowering.input_shapes[proxy.name] = kernel_inputs[-1].type.shape
     for bsym in bsyms:
         _, translate = ops.OPS[bsym.sym.id]
         node = translate(bsym, lowering)

@@ -18,6 +18,8 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from . import ir, knobs
 from .errors import InconsistentTrace
+from .reshapes import UnfoldableReshape
+from .vectorize.views import folds_contiguous
 
 log = logging.getLogger("thunder_padvec")
 
@@ -107,6 +109,16 @@ class Lowering:
         self.env: dict[str, ir.Operand] = {}
         # proxies that are layout ops of a kernel input: their input's name and the ops
         self.chains: dict[str, tuple[str, tuple[tuple, ...]]] = {}
+        self.input_shapes: dict[str, tuple[int, ...]] = {}  # the kernel's inputs, by name
+
+    def view(self, out: TensorProxy) -> ir.View:
+        """``out``, layout ops of a kernel input, as one :class:`~thunder_padvec.ir.View`;
+        :class:`~thunder_padvec.reshapes.UnfoldableReshape` naming ``out`` where they can't be folded into
+        the input's loads (the executor then leaves that op to PyTorch)."""
+        source, chain = self.chains[out.name]
+        if not folds_contiguous(chain, self.input_shapes[source]):
+            raise UnfoldableReshape(out.name, f"the layout ops {chain} of {source} can't be folded into its loads")
+        return ir.View(out.name, self.tensor_type(out), source, chain)
 
     def extend_chain(self, operand, out, op: tuple) -> None:
         if isinstance(operand, TensorProxy) and operand.name in self.chains:
@@ -328,8 +340,7 @@ def _translate_slice(bsym, lowering: Lowering) -> ir.Node:
     if strided(bsym):
         if a.name not in lowering.chains:
             raise ValueError(f"a strided slice of {a.name}, which is not a view of a kernel input")
-        source, chain = lowering.chains[out.name]
-        return ir.View(out.name, lowering.tensor_type(out), source, chain)
+        return lowering.view(out)
     return ir.Slice(out.name, lowering.tensor_type(out), lowering.operand(a), tuple(start), tuple(end))
 
 
@@ -412,8 +423,7 @@ def _translate_view(bsym, lowering: Lowering) -> ir.Node:
             raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
         return ir.Reshape(out.name, lowering.tensor_type(out), lowering.operand(a))  # see reshapes.py
     lowering.extend_chain(a, out, layout_op(bsym))
-    source, chain = lowering.chains[out.name]
-    return ir.View(out.name, lowering.tensor_type(out), source, chain)
+    return lowering.view(out)
 
 
 _register(prims.reshape, _reshape_problem, _translate_view)

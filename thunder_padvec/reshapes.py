@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from . import ir
 from .errors import UnsupportedError
+from .vectorize.views import folds_contiguous
 
 
 class UnfoldableReshape(UnsupportedError):
@@ -140,7 +141,11 @@ class _Pusher:
         if isinstance(node, ir.Input):
             return self.add(ir.View(name, t, node.name, (("reshape", shape),)))
         if isinstance(node, ir.View):
-            return self.add(ir.View(name, t, node.operand, (*node.chain, ("reshape", shape))))
+            chain = (*node.chain, ("reshape", shape))
+            if not folds_contiguous(chain, self.nodes[node.operand].type.shape):
+                raise UnfoldableReshape(self.reshape, f"{node.name}, layout ops of {node.operand}, can't be split "
+                                                      f"to {shape} in its loads")
+            return self.add(ir.View(name, t, node.operand, chain))
         if isinstance(node, ir.Elementwise):
             operands = tuple(self.reshaped(o, shape) if isinstance(o, str) else o for o in node.operands)
             return self.add(ir.Elementwise(name, t, node.op, operands))

@@ -78,7 +78,7 @@ from dataclasses import dataclass, replace
 from .. import ir
 from ..errors import UnsupportedError
 from .projection import Frontier, Projection, Segment, Site, inner_run, lane_capacity, pow2_factor
-from .views import fold
+from .views import contiguous_strides, fold
 
 MAX_VECTOR_BYTES = 16
 MAX_ROW_BYTES = 512
@@ -251,14 +251,6 @@ class VectorPlan:
     @property
     def kernel(self) -> ir.Kernel:
         return self.projection.kernel
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
 
 
 def _largest_pow2_at_most(n: int) -> int:

@@ -168,3 +168,19 @@ def fold(chain: tuple[tuple, ...], shape: tuple[int, ...], strides: tuple[int, .
         else:
             return None
     return ViewLayout(tuple(dims), offset)
+
+
+def folds_contiguous(chain: tuple[tuple, ...], shape: tuple[int, ...]) -> bool:
+    """Whether ``chain`` folds into the addresses of a row-major tensor of ``shape``. A chain that does not
+    (a reshape that splits a dim of an expanded one across its repeats) can't be a view of an input, which
+    a kernel reads in any layout; where the input is laid out otherwise at run time, the planner checks
+    again."""
+    return fold(chain, shape, contiguous_strides(shape)) is not None
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))

@@ -735,3 +735,58 @@ def test_a_child_forked_while_a_compile_is_under_way_compiles_for_itself(monkeyp
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert cache.binary("forked source", target)[0] == b"compiled"
+
+
+def test_a_first_calls_variants_compile_with_nvrtc_while_the_default_builds(tmp_path, monkeypatch, emulated,
+                                                                            generator):
+    """``_specialize_cuda`` as on a GPU, with NVRTC compiling for sm_90 and the GPU parts (loading the
+    module, timing) standing in: the default's compile waits until a variant's has started in a worker
+    thread (so the two run side by side), every variant is built from a binary compiled once, and the
+    variant the timing picks is the one returned."""
+    from thunder_padvec import fusion, schedule
+    from thunder_padvec.explain import fusions
+    from thunder_padvec.runtime import launch, nvrtc, tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    for knob in ("fit_registers", "one_row_fit", "wave_fit"):
+        monkeypatch.setattr(schedule.TUNING, knob, False)
+    monkeypatch.setattr(fusion, "_few_blocks", lambda build, device: False)
+    monkeypatch.setattr(tune, "may_time", lambda device: True)
+    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
+    _, _, trace = jit_and_run(rope_one_entry, *_rope_args(generator))
+    ((fn, _),) = fusions(trace)
+    spec = fn.last
+    variant_started, compiled = threading.Event(), []
+
+    def compile(source, path):
+        compiled.append((threading.current_thread().name, source))
+        if threading.current_thread() is threading.main_thread():
+            assert variant_started.wait(30), "no variant compiled beside the default"
+        else:
+            variant_started.set()
+        return nvrtc.compile_cubin(source, "sm_90", path)
+
+    monkeypatch.setattr(fusion, "_cuda_target", lambda device: cache.Target("cubin", "sm_90 side by side", compile,
+                                                                            ".cu"))
+    loaded = []
+
+    class Module:
+        def __init__(self, cubin, device):
+            assert cubin[:4] == b"\x7fELF"
+            loaded.append(cubin)
+
+    monkeypatch.setattr(launch, "CudaModule", Module)
+
+    def measure(runs, device):
+        names = [name for name, _ in runs]
+        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, name in enumerate(names)))
+
+    monkeypatch.setattr(tune, "measure", measure)
+    args = _rope_args(generator)[:3]
+    chosen = fusion.PadvecFusion._specialize_cuda(fn, spec.plan, spec.params, torch.device("cuda", 0), args,
+                                                  [torch.empty_like(args[0])])
+    sources = [source for _, source in compiled]
+    assert len(sources) == len(set(sources)) == len(loaded) >= 2  # each variant compiled once, each loaded
+    assert any(name.startswith("padvec-compile") for name, _ in compiled)
+    assert chosen.choice.chosen == chosen.choice.microseconds[-1][0] != "keep"  # the last: the fastest here
+    assert chosen.source in sources and chosen.params != spec.params

@@ -16,7 +16,7 @@ from helpers import jit_and_run, randn
 from thunder_padvec import codegen, ir, schedule
 from thunder_padvec.codegen import scalar
 from thunder_padvec.errors import CompileError
-from thunder_padvec.examples import hf_gptj_rope, rope_one_entry
+from thunder_padvec.examples import hf_gptj_rope, hf_llama_rope, rope_one_entry
 from thunder_padvec.explain import fusions
 from thunder_padvec.runtime import cache, nvrtc
 
@@ -166,6 +166,10 @@ def _programs(generator):
     # register moves of gathers and windows (x's strided halves; the repeated sin and cos)
     yield hf_gptj_rope, (randn(2, 8, 4, 64, dtype=torch.bfloat16, generator=generator),
                          randn(2, 8, 16, generator=generator), 16)
+    # transposed q and k, cos and sin per sequence (Hugging Face's Llama)
+    yield hf_llama_rope, (*(randn(2, 8, heads, 64, dtype=torch.bfloat16, generator=generator).transpose(1, 2)
+                            for heads in (4, 2)), *(randn(2, 8, 64, dtype=torch.bfloat16, generator=generator)
+                                                    for _ in range(2)))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

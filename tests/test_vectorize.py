@@ -639,6 +639,33 @@ def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_window
         assert lanes and all(lane_map == halves for _, lane_map in lanes), lanes
 
 
+def test_hugging_faces_llama_rotary_reads_transposed_q_and_k_in_16_byte_vectors(emulated, generator):
+    """Hugging Face's Llama rotary: q and k the transposes of ``[B, T, heads, head_size]`` views (rows
+    of a head strided by the heads), cos and sin one row per position of each sequence. One kernel each
+    way, every tensor at 16 bytes (8 bf16 lanes) though q and k are not contiguous; outputs and
+    gradients as eager's."""
+    from thunder_padvec.examples import hf_llama_rope
+
+    q, k = (randn(2, 16, heads, 64, dtype=torch.bfloat16, generator=generator).transpose(1, 2) for heads in (4, 2))
+    cos, sin = (randn(2, 16, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    cotangents = [randn(2, heads, 16, 64, dtype=torch.bfloat16, generator=generator) for heads in (4, 2)]
+
+    def run(fn):
+        leaves = [t.detach().requires_grad_(True) for t in (q, k)]
+        outs = fn(*leaves, cos, sin)
+        torch.autograd.backward(outs, cotangents)
+        return [o.detach() for o in outs] + [leaf.grad for leaf in leaves]
+
+    jitted = thunder.jit(hf_llama_rope, executors=[padvec])
+    for got, want in zip(run(jitted), run(hf_llama_rope)):
+        assert torch.equal(got, want)
+    reports = explain(jitted)
+    assert [r.trace for r in reports] == ["forward", "backward"]
+    for report in reports:
+        assert report.widths and set(report.widths.values()) == {8}, report.widths
+    assert not q.is_contiguous() and any(a.tensor == "q" and a.width == 8 for a in reports[0].accesses)
+
+
 def test_no_window_where_a_bound_of_the_rotated_features_falls_inside_a_chunk(emulated, generator):
     """GPT-J's rotary of 4 of 16 bf16 features: a chunk of 8 lanes holds the 4 rotated and 4 passed
     through, so a window of sin's 8 elements would reach past sin's row of 4 (into the next row, or past

@@ -64,6 +64,20 @@ def hf_gptj_rope(x: torch.Tensor, sincos: torch.Tensor, rotary_dim: int) -> torc
     return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
 
 
+def hf_llama_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """Hugging Face's Llama rotary (``apply_rotary_pos_emb`` with its ``rotate_half``): ``q [B, heads, T,
+    head_size]`` and ``k [B, kv_heads, T, head_size]``, in the model the transposes of its projections'
+    ``[B, T, heads, head_size]`` views; ``cos`` and ``sin [B, T, head_size]``, one row per position of each
+    sequence, broadcast over the heads."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
 def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:
     """RoPE on the first ``rope_n_elem`` features of ``x [B, nh, T, hs]``, the rest passed through."""
     if rope_n_elem == x.size(-1):

@@ -671,8 +671,16 @@ def test_threads_asking_for_one_source_at_once_compile_it_once(tmp_path, monkeyp
     assert len(calls) == 1 and results == [b"ecruos eno"] * 4 and not cache._pending
 
 
+def _compile_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "padvec-compile"]
+
+
 def test_a_failed_compile_raises_in_every_thread_that_asked_and_is_tried_again_later(tmp_path, monkeypatch):
+    """The error reaches each caller that asks for the binary, as the typed error; the thread that built
+    ahead raises nothing of its own (no unhandled exception) and ends."""
     monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    unhandled = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: unhandled.append(args.exc_type))
 
     def fail(source):
         raise CompileError("test", "no", source, None)
@@ -685,6 +693,9 @@ def test_a_failed_compile_raises_in_every_thread_that_asked_and_is_tried_again_l
     with pytest.raises(CompileError):
         cache.binary("bad source", target)
     assert len(calls) in (2, 3)  # never remembered: compiled again
+    for thread in _compile_threads():
+        thread.join(30)
+    assert not _compile_threads() and not unhandled
 
 
 def test_prefetched_variants_compile_side_by_side_with_nvrtc_and_once_each(tmp_path, monkeypatch, emulated,
@@ -709,6 +720,9 @@ def test_prefetched_variants_compile_side_by_side_with_nvrtc_and_once_each(tmp_p
     binaries = [cache.binary(source, target)[0] for source in sources]
     cache.binary(sources[1], target)
     assert len(calls) == 2 and all(b[:4] == b"\x7fELF" for b in binaries) and not cache._pending
+    for thread in _compile_threads():  # they end with their builds: nothing is left running for a fork
+        thread.join(30)
+    assert not _compile_threads()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -7,7 +7,7 @@ temporary file and renamed into place, and carry a checksum: a corrupt, truncate
 entry is compiled again, never loaded. ``compile_count`` lets tests see when compiles happen.
 
 A source is compiled once even when several threads ask for it at the same time: the first compiles,
-the others wait for its result. ``prefetch`` starts the compiles of several sources in worker threads
+the others wait for its result. ``prefetch`` starts the compiles of several sources in threads of their own
 (NVRTC releases the GIL while it compiles), so that a first call that builds a kernel's launch variants
 compiles them side by side instead of one after the other.
 """
@@ -36,7 +36,6 @@ _memory: dict[str, bytes] = {}
 _notes: dict[str, str] = {}
 _pending: dict[str, concurrent.futures.Future] = {}  # compiles under way, by key
 _lock = threading.Lock()
-PREFETCH_THREADS = 4  # at most this many compiles side by side (a first call's launch variants)
 
 
 @dataclass(frozen=True)
@@ -149,29 +148,28 @@ def _load_or_compile(key: str, source: str, source_path: Path | None, target: Ta
     return payload
 
 
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
 def prefetch(sources: list[str], target: Target) -> None:
-    """Starts building the binaries of ``sources`` in worker threads and returns at once; ``binary`` then
+    """Starts building the binaries of ``sources``, a thread each, and returns at once; ``binary`` then
     takes each from memory or waits for it. A source whose build fails raises again where ``binary``
-    asks for it."""
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(PREFETCH_THREADS, thread_name_prefix="padvec-compile")
-        pool = _pool
+    asks for it. The threads end with their builds: none is left to a later fork (a data loader's
+    workers)."""
     for source in sources:
-        pool.submit(binary, source, target)
+        threading.Thread(target=_build_quietly, args=(source, target), name="padvec-compile").start()
+
+
+def _build_quietly(source: str, target: Target) -> None:
+    try:
+        binary(source, target)
+    except BaseException:  # kept for the caller that asks for it (``binary`` raises it there)
+        pass
 
 
 def _after_fork_in_child() -> None:
     """A forked child (a data loader's worker, say) has none of the parent's worker threads: their
     compiles under way would never finish there, and a lock one of them held would never be released.
-    It starts afresh: its own lock and pool, no compiles pending."""
-    global _lock, _pool
+    It starts afresh: its own lock, no compiles pending."""
+    global _lock
     _lock = threading.Lock()
-    _pool = None
     _pending.clear()
 
 

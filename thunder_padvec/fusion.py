@@ -73,7 +73,7 @@ def _cuda_target(device: int) -> cache.Target:
 
 
 def _prefetch(sources: list[str], device: int) -> None:
-    """Starts compiling ``sources`` for ``device`` in worker threads (``cache.prefetch``); a fault here
+    """Starts compiling ``sources`` for ``device``, a thread each (``cache.prefetch``); a fault here
     only loses the head start: the build that needs a source compiles it (and raises) itself."""
     try:
         cache.prefetch(sources, _cuda_target(device))

@@ -1,5 +1,5 @@
-"""How long a first call's launch variants take to compile: one after the other, and side by side in
-``runtime.cache``'s worker threads (``cache.prefetch``), as ``fusion.PadvecFusion`` builds them. No GPU
+"""How long a first call's launch variants take to compile: one after the other, and side by side, a
+thread each (``runtime.cache.prefetch``), as ``fusion.PadvecFusion`` builds them. No GPU
 needed: each suite case is traced at small shapes in emulation (the kernels' code is that of the suite's
 shapes up to constants), its fusions' variants (``runtime.tune.variants``) rendered and compiled by NVRTC
 for ``--arch``, the in-memory cache cleared and the disk cache off, each way ``--repeats`` times.

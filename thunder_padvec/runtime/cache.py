@@ -165,7 +165,7 @@ def _build_quietly(source: str, target: Target) -> None:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child (a data loader's worker, say) has none of the parent's worker threads: their
+    """A forked child (a data loader's worker, say) has none of the parent's compile threads: their
     compiles under way would never finish there, and a lock one of them held would never be released.
     It starts afresh: its own lock, no compiles pending."""
     global _lock

@@ -399,3 +399,71 @@ def test_emulation_checks_every_access_of_a_kernel(threads, fault):
                        x[:4 * min(abs(threads), 2 if threads < 0 else 8)])
     assert host.extent(x[:16]) == (x.data_ptr(), x.data_ptr() + 64)
     assert host.extent(x[::2]) == (x.data_ptr(), x.data_ptr() + 30 * 4 + 4) and host.extent(x[:0]) == (0, 0)
+
+
+def _map_beside(lo: int, hi: int, nbytes: int) -> int | None:
+    """An anonymous mapping of ``nbytes`` just below ``lo`` or just above ``hi`` (the first free page
+    within 64 pages of either), or None where none is free."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                             ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    fixed_noreplace = 0x100000
+    for k in range(1, 65):
+        for want in (lo - (k + 1) * mmap.PAGESIZE, hi + (k - 1) * mmap.PAGESIZE):
+            got = libc.mmap(want, nbytes, mmap.PROT_READ | mmap.PROT_WRITE,
+                            mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | fixed_noreplace, -1, 0)
+            if got == want:
+                return got
+            if got not in (None, ctypes.c_void_p(-1).value):
+                libc.munmap(ctypes.c_void_p(got), ctypes.c_size_t(nbytes))  # an older kernel's hint elsewhere
+    return None
+
+
+def test_emulation_counts_the_writes_into_an_output_that_lies_beside_a_threads_stack():
+    """A thread's heap may be mapped right beside its stack: the writes into an output there are counted
+    as the output's, not taken for register arrays (a false "never written" once failed a threaded test)."""
+    import ctypes
+    import mmap
+    import threading
+
+    from thunder_padvec.runtime import host
+
+    module = host.HostModule(host.compile_shared_object(codegen.host_source(_PAST_THE_END)))
+    libc = ctypes.CDLL(None)
+    libc.pthread_self.restype = ctypes.c_ulong
+    found = {}
+
+    def run():
+        attr, lo, size = ctypes.create_string_buffer(256), ctypes.c_void_p(), ctypes.c_size_t()
+        if libc.pthread_getattr_np(ctypes.c_ulong(libc.pthread_self()), attr) != 0:
+            return
+        libc.pthread_attr_getstack(attr, ctypes.byref(lo), ctypes.byref(size))
+        libc.pthread_attr_destroy(attr)
+        address = _map_beside(lo.value, lo.value + size.value, mmap.PAGESIZE)
+        if address is None:
+            return
+        try:
+            buffer = (ctypes.c_float * 32).from_address(address)
+            x, out = torch.arange(32, dtype=torch.float32), torch.frombuffer(buffer, dtype=torch.float32)
+            out.fill_(float("nan"))
+            args = (ctypes.c_void_p * 2)(x.data_ptr(), out.data_ptr())
+            check = host.AccessCheck([x[:16]], [out[:16]])
+            module.launch(1, 4, ctypes.addressof(args), check)
+            found.update(fault=check.fault(), equal=torch.equal(out[:16], x[:16]), near=address - lo.value)
+            del out
+        finally:
+            libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(mmap.PAGESIZE))
+
+    previous = threading.stack_size(256 * 1024)  # a small stack: the mapping lies within a few hundred KiB
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+    if not found:
+        pytest.skip("no free page beside the thread's stack")
+    assert found["equal"] and found["fault"] is None, found

@@ -20,6 +20,7 @@ extern "C" void padvec_launch(const padvec_args* args, unsigned int grid, unsign
 // The call's tensors, as (first byte, end, per-element write counts or 0, element size) each, for the
 // checks of the next launches on this thread; more than the table holds: no checks.
 extern "C" void padvec_set_ranges(const unsigned long long* ranges, int n) {
+  padvec_find_stack();
   padvec_nranges = 0;
   if (n > 63) return;
   for (int i = 0; i < n; ++i) {

@@ -20,17 +20,34 @@ using std::signbit;
 // launch): one that misses them all but lands within PADVEC_SLACK bytes of one is counted (padvec_violations),
 // as a read or write past a tensor's end would be on the GPU; the stores into an output are counted per
 // element (``writes``), so that one written twice (a race on the GPU, where threads run at once) or never shows.
-// Registers are the thread's stack, near its frame.
+// Registers are the running thread's stack, whose bounds the thread asks for once: a tensor may lie just past a
+// thread's stack (a thread's heap is mapped anywhere), so nearness to the stack alone says nothing.
 #include <cstddef>
+#include <pthread.h>
 #define PADVEC_SLACK 256
 struct padvec_range { const char* lo; const char* hi; unsigned char* writes; std::size_t itemsize; };
 static thread_local padvec_range padvec_ranges[64];
 static thread_local int padvec_nranges = 0;
 static thread_local long padvec_nviolations = 0;
+static thread_local const char* padvec_stack_lo = nullptr;
+static thread_local const char* padvec_stack_hi = nullptr;
+static inline void padvec_find_stack() {
+  if (padvec_stack_hi) return;
+  void* lo = nullptr;
+  std::size_t size = 0;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (pthread_attr_getstack(&attr, &lo, &size) != 0) lo = nullptr;
+    pthread_attr_destroy(&attr);
+  }
+  const char frame = 0;
+  const char* base = static_cast<const char*>(lo);
+  const bool known = base && size && &frame >= base && &frame < base + size;
+  padvec_stack_lo = known ? base : &frame - (1 << 20);  // unknown: near this frame
+  padvec_stack_hi = known ? base + size : &frame + (1 << 20);
+}
 static inline void padvec_check(const void* p, std::size_t bytes, bool store) {
   const char* a = static_cast<const char*>(p);
-  const char frame = 0;
-  if (a > &frame - (1 << 20) && a < &frame + (1 << 20)) return;  // a register array
   for (int i = 0; i < padvec_nranges; ++i) {
     const padvec_range& r = padvec_ranges[i];
     if (a >= r.lo && a + bytes <= r.hi) {
@@ -40,6 +57,7 @@ static inline void padvec_check(const void* p, std::size_t bytes, bool store) {
       return;
     }
   }
+  if (a >= padvec_stack_lo && a < padvec_stack_hi) return;  // a register array
   for (int i = 0; i < padvec_nranges; ++i)
     if (a + bytes > padvec_ranges[i].lo - PADVEC_SLACK && a < padvec_ranges[i].hi + PADVEC_SLACK) {
       ++padvec_nviolations;

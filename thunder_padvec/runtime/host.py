@@ -18,7 +18,7 @@ from .. import knobs
 from ..errors import CompileError, LaunchError
 
 # Contraction off, as for NVRTC; no strict aliasing, as the vector helpers pun types.
-FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-fno-strict-aliasing", "-w")
+FLAGS = ("-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-ffp-contract=off", "-fno-strict-aliasing", "-w")
 
 
 @functools.cache

@@ -7,7 +7,8 @@ dims and merges, sums over small dims, 0-d sums and single elements scaling a wh
 each element repeated twice), the shapes (sizes 0 to 9,
 and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
 PyTorch) and the layouts
-(contiguous, transposed, offset views), and teams of threads sharing a row up to 4 times wider than
+(contiguous, transposed, offset views, a broadcast first dim, rows narrowed from wider ones, the same
+tensor as both inputs), and teams of threads sharing a row up to 4 times wider than
 planned. Each runs with poisoned outputs: in CPU emulation in CI with
 a fixed seed and budget, and with a larger budget on the GPU.
 """
@@ -45,7 +46,8 @@ def programs(draw):
                                                                   "repeat"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
-        ["contiguous", "transposed", "offset"])), steps=steps, teams=draw(st.sampled_from([1, 2, 4])))
+        ["contiguous", "transposed", "offset", "expanded", "rows", "alias"])), steps=steps,
+        teams=draw(st.sampled_from([1, 2, 4])))
 
 
 def _input(shape, dtype, layout, generator, device="cpu"):
@@ -57,6 +59,10 @@ def _input(shape, dtype, layout, generator, device="cpu"):
         t = values(*reversed(shape)).transpose(0, -1)
     elif layout == "offset":
         t = values(1 + torch.Size(shape).numel())[1:].view(shape)
+    elif layout == "expanded" and shape:  # the first dim broadcast (stride 0), as a user's expanded cos
+        t = values(1, *shape[1:]).expand(shape)
+    elif layout == "rows" and shape:  # each row a narrow of a wider one: rows further apart than their length
+        t = values(*shape[:-1], shape[-1] + 3).narrow(-1, 1, shape[-1])
     else:
         t = values(*shape)
     if device == "cpu":
@@ -174,7 +180,8 @@ def _drawn_knobs(spec):
 def _check(spec, device):
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
     a = _input(spec["shape"], spec["dtype"], spec["layout"], generator, device)
-    b = _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
+    # "alias": both inputs the same tensor
+    b = a if spec["layout"] == "alias" else _input(spec["shape"], spec["dtype"], "contiguous", generator, device)
     row = _input(spec["shape"][-1:], spec["dtype"], "contiguous", generator, device)
     fn = _program(spec)
     with _drawn_knobs(spec):
@@ -189,6 +196,9 @@ def _check(spec, device):
 @settings(max_examples=int(__import__("os").environ.get("PADVEC_PROGRAMS", 60)), deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(spec=programs())
+# a sum over a padded dim: x was loaded (and dropped) at the points the pad fills, before x's first element
+@example(spec={"shape": [1, 6, 1], "dtype": torch.float32, "share": False, "layout": "contiguous", "teams": 1,
+               "steps": [("pad", 980), ("unary", 0), ("unary", 0), ("sum", 397)]})
 def test_random_programs_match_eager(emulated, spec):
     _check(spec, "cpu")
 

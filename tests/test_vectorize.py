@@ -804,6 +804,24 @@ def test_a_sum_of_a_few_elements_reads_each_at_full_width(emulated, generator, d
     assert {seg.widths[s.id] for s in x_sites} == {vector} and seg.store_widths == (vector,)
 
 
+
+def test_a_sum_over_a_padded_dim_never_loads_the_points_the_pad_fills(emulated, generator):
+    """A sum over a dim that a pad widened reads the padded value at each point of the dim, constant
+    coordinates; at a point the pad fills, x's index is out of bounds and x is not loaded there (it was
+    loaded and dropped once: a read before x's first element, which emulation's access check catches),
+    and at a point a negative width cut, nothing is read either. Matches eager."""
+    def fn(x):
+        return torch.nn.functional.pad(x, (0, 0, 2, -1, 1, 1), value=0.25).sum(dim=1)
+
+    x = randn(2, 5, 3, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x)
+    assert not unfused_ops(trace)
+    torch.testing.assert_close(out, fn(x), rtol=1e-6, atol=1e-6)
+    (seg,) = _report(jitted).plan.segments
+    x_name = _report(jitted).kernel.inputs[0].name
+    rows = sorted(s.index_map[1] for s in seg.segment.sites if s.node == x_name)
+    assert rows == [(None, r) for r in range(4)]  # x's rows 0 to 3: 4 is cut, points 0 and 1 are the pad's
+
 def test_sums_padvec_leaves_to_pytorch(emulated, generator):
     """More than 16 elements per sum, and integer sums, are not claimed; the results still match."""
     x = randn(3, 17, 8, generator=generator)

@@ -218,13 +218,15 @@ def operand_edges(kernel: ir.Kernel, node: ir.Node, index_map: IndexMap, frontie
 
 
 def bounded(box: Box, index_map: IndexMap, shape: tuple[int, ...]) -> Box:
-    """Intersects ``box`` with the reference coordinates at which the node's index is in bounds."""
+    """Intersects ``box`` with the reference coordinates at which the node's index is in bounds: empty
+    where a constant coordinate is out of them (a pad's or a cat's operand at a point the pad fills or another
+    piece covers, as a sum over a padded dim reads it: never loaded)."""
     limits = list(box)
     for (ref, offset), size in zip(index_map, shape):
         if ref is not None:
             lo, hi = limits[ref]
             limits[ref] = (max(lo, -offset), min(hi, size - offset))
-        elif size == 0:
+        elif not 0 <= offset < size:
             return tuple((0, 0) for _ in box)
     return tuple(limits)
 

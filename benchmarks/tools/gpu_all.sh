@@ -4,6 +4,8 @@
 #   programs   the random programs' GPU tests, about 300 s (budgets from PADVEC_GPU_PROGRAMS, default 80,
 #              PADVEC_GPU_GRAD_PROGRAMS, default 40, PADVEC_GPU_PROLOGUES, default 20); both parts together
 #              passed 540 s on 2026-12-05, so one call of the device tool runs one of them and the next the other
+#   verify     both in one call: tests (330 s at most), then the random programs at half their budgets (40, 20
+#              and 10 examples, 200 s at most): one machine start fewer, where device time is short
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
 #   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT);
 #              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
@@ -51,6 +53,11 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
              --ignore=tests/test_programs.py 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     programs) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=4 tests/test_programs.py \
              2>&1 | tee $OUT/gpu_programs.log | tail -6 ;;
+    verify) timeout -s INT 330 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
+             --ignore=tests/test_programs.py 2>&1 | tee $OUT/gpu_tests.log | tail -6
+           PADVEC_GPU_PROGRAMS=40 PADVEC_GPU_GRAD_PROGRAMS=20 PADVEC_GPU_PROLOGUES=10 timeout -s INT 200 \
+             python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=4 tests/test_programs.py 2>&1 \
+             | tee $OUT/gpu_programs.log | tail -6 ;;
     hunt) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 2>&1 \
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \

@@ -374,31 +374,36 @@ PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned cha
 
 @pytest.mark.parametrize("threads, fault", [
     (4, None),
-    (5, "accessed memory past its tensors 2 times"),
+    (5, "accessed memory outside its tensors 2 times"),
     (3, "wrote 0 elements of output 0 more than once and 4 never"),
     (-4, "wrote 8 elements of output 0 more than once and 8 never"),  # threads 2 and 3 write 0 and 1's
+    (0, "accessed memory outside its tensors 4 times"),  # x read 2 KiB past its end
 ])
 def test_emulation_checks_every_access_of_a_kernel(threads, fault):
     """The host prelude checks every load and store against the call's tensors: a thread past the end of
     a 16-element input and output reads and writes 16 bytes past each (inside the buffers here, which are
-    twice that, so the test itself stays in bounds), two accesses counted; registers are not. It counts
-    the writes of each output element: too few threads leave some unwritten, and threads that write the
-    same elements (a race on the GPU) write them twice."""
+    larger, so the test itself stays in bounds), two accesses counted; registers are not. A read far from
+    any tensor counts too (4 threads reading 2 KiB past x). It counts the writes of each output element:
+    too few threads leave some unwritten, and threads that write the same elements (a race on the GPU)
+    write them twice."""
     import ctypes
 
     from thunder_padvec.runtime import host
 
     source = _PAST_THE_END.replace("4 * i", "4 * (i % 2)") if threads < 0 else _PAST_THE_END
+    if threads == 0:
+        source, threads = source.replace("args.in0 + 4 * i", "args.in0 + 512 + 4 * i"), 4
     module = host.HostModule(host.compile_shared_object(codegen.host_source(source)))
-    x, out = torch.arange(32, dtype=torch.float32), torch.full((32,), float("nan"))
+    x, out = torch.arange(1024, dtype=torch.float32), torch.full((32,), float("nan"))
     args = (ctypes.c_void_p * 2)(x.data_ptr(), out.data_ptr())
     check = host.AccessCheck([x[:16]], [out[:16]])
     module.launch(1, abs(threads), ctypes.addressof(args), check)
     assert check.fault() == fault
+    read = x[512:] if "512" in source else x
     assert torch.equal(out[:4 * min(abs(threads), 2 if threads < 0 else 8)],
-                       x[:4 * min(abs(threads), 2 if threads < 0 else 8)])
+                       read[:4 * min(abs(threads), 2 if threads < 0 else 8)])
     assert host.extent(x[:16]) == (x.data_ptr(), x.data_ptr() + 64)
-    assert host.extent(x[::2]) == (x.data_ptr(), x.data_ptr() + 30 * 4 + 4) and host.extent(x[:0]) == (0, 0)
+    assert host.extent(x[:32:2]) == (x.data_ptr(), x.data_ptr() + 30 * 4 + 4) and host.extent(x[:0]) == (0, 0)
 
 
 def _map_beside(lo: int, hi: int, nbytes: int) -> int | None:

@@ -86,8 +86,8 @@ def extent(t) -> tuple[int, int]:
 
 class AccessCheck:
     """What an emulated launch checks: every load and store inside one of the call's tensors (``outside``
-    counts those that land just past one, as past a tensor's end), and every element of an output written
-    once (``writes``, per element of its memory)."""
+    counts those that are not, past a tensor's end or anywhere else, registers apart), and every element of
+    an output written once (``writes``, per element of its memory)."""
 
     def __init__(self, inputs, outputs):
         import torch
@@ -102,7 +102,7 @@ class AccessCheck:
 
     def fault(self) -> str | None:
         """What the kernel did wrong, in words, or None."""
-        faults = [f"accessed memory past its tensors {self.outside} times"] if self.outside else []
+        faults = [f"accessed memory outside its tensors {self.outside} times"] if self.outside else []
         for k, (t, w) in enumerate(zip(self.outputs, self.writes)):
             twice, never = int((w > 1).sum()), int((w == 0).sum()) if w.numel() == t.numel() else 0
             if twice or never:

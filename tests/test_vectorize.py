@@ -822,6 +822,23 @@ def test_a_sum_over_a_padded_dim_never_loads_the_points_the_pad_fills(emulated, 
     rows = sorted(s.index_map[1] for s in seg.segment.sites if s.node == x_name)
     assert rows == [(None, r) for r in range(4)]  # x's rows 0 to 3: 4 is cut, points 0 and 1 are the pad's
 
+
+def test_a_sum_over_a_cat_dim_loads_each_piece_at_its_own_points(emulated, generator):
+    """A sum over the dim a cat joins: each piece is loaded at its own points of the dim only (2 of a's,
+    5 of b's), none at the points the other piece covers. Matches eager."""
+    def fn(a, b):
+        return torch.cat([a * 2, -b], dim=1).sum(dim=1)
+
+    a, b = randn(3, 2, 8, generator=generator), randn(3, 5, 8, generator=generator)
+    jitted, out, trace = jit_and_run(fn, a, b)
+    assert not unfused_ops(trace)
+    torch.testing.assert_close(out, fn(a, b), rtol=1e-6, atol=1e-6)
+    report = _report(jitted)
+    (seg,) = report.plan.segments
+    a_name, b_name = (i.name for i in report.kernel.inputs)
+    points = {name: sorted(s.index_map[1] for s in seg.segment.sites if s.node == name) for name in (a_name, b_name)}
+    assert points == {a_name: [(None, r) for r in range(2)], b_name: [(None, r) for r in range(5)]}
+
 def test_sums_padvec_leaves_to_pytorch(emulated, generator):
     """More than 16 elements per sum, and integer sums, are not claimed; the results still match."""
     x = randn(3, 17, 8, generator=generator)

@@ -234,7 +234,8 @@ def test_random_programs_gradients_match_on_the_gpu(spec):
 
 def _check_gradients(spec, device):
     """The random programs with inputs that require grad: their outputs and the gradients of all three
-    inputs, through padvec's forward and backward kernels. float32 and float64 against eager. 16-bit: no
+    inputs (each a view, in its drawn layout, of a leaf that holds its storage), through padvec's forward and
+    backward kernels. float32 and float64 against eager. 16-bit: no
     farther from a float64 run than twice Thunder's own executors are, plus one unit in the last place of
     the largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
     backward trace, and each 16-bit add rounds; padvec keeps the trace's order). Programs with a 0-d value
@@ -246,13 +247,26 @@ def _check_gradients(spec, device):
     inputs = [_input(spec["shape"], spec["dtype"], spec["layout"], generator, device),
               _input(spec["shape"], spec["dtype"], "contiguous", generator, device),
               _input(spec["shape"][-1:], spec["dtype"], "contiguous", generator, device)]
+    alias = spec["layout"] == "alias"
+    if alias:
+        inputs[1] = inputs[0]
     fn = _program(spec)
     cotangents = [torch.randn(o.shape, generator=generator).to(device=device, dtype=o.dtype)
                   for o in fn(*inputs)]
 
     def run(f, dtype=None):
-        leaves = [t.detach().to(dtype or t.dtype, copy=True).requires_grad_(True) for t in inputs]
-        outs = f(*leaves)
+        # each input a view of a leaf that holds its whole storage: the program reads it in its drawn layout
+        # (transposed, offset, broadcast, narrowed rows) and the gradients reach the leaf through the view;
+        # "alias": the first input twice
+        leaves, args = [], []
+        for k, t in enumerate(inputs):
+            if alias and k == 1:
+                args.append(args[0])
+                continue
+            flat = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+            leaves.append(flat.detach().to(dtype or t.dtype, copy=True).requires_grad_(True))
+            args.append(torch.as_strided(leaves[-1], t.shape, t.stride(), t.storage_offset()))
+        outs = f(*args)
         used = [(o, c.to(o.dtype)) for o, c in zip(outs, cotangents) if o.requires_grad]
         grads = torch.autograd.grad([o for o, _ in used], leaves, [c for _, c in used], allow_unused=True)
         return [o.detach() for o in outs] + [g if g is not None else torch.zeros_like(t) for g, t in zip(grads, leaves)]

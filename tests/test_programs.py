@@ -236,9 +236,11 @@ def _check_gradients(spec, device):
     """The random programs with inputs that require grad: their outputs and the gradients of all three
     inputs (each a view, in its drawn layout, of a leaf that holds its storage), through padvec's forward and
     backward kernels. float32 and float64 against eager. 16-bit: no
-    farther from a float64 run than twice Thunder's own executors are, plus one unit in the last place of
-    the largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
-    backward trace, and each 16-bit add rounds; padvec keeps the trace's order). Programs with a 0-d value
+    farther from a float64 run than twice eager is or Thunder's own executors are, whichever is farther, plus
+    one unit in the last place of the largest value (eager's autograd adds a gradient's contributions in
+    another order than Thunder's backward trace, and each 16-bit add rounds; padvec keeps the trace's order;
+    torch.compile's executor, where it is Thunder's, skips the trace's roundings inside its kernels and may
+    be exact where eager and padvec round). Programs with a 0-d value
     (a sum, an element) are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing
     the gradient back to 0-d, with or without padvec (wrong gradients or errors; see
     ``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
@@ -289,14 +291,14 @@ def _check_gradients(spec, device):
         reference = run(thunder.jit(fn))
     except Exception:  # Thunder's own executors fail: there is nothing to compare with
         reject()
-    for value, theirs, exact in zip(got, reference, run(fn, torch.float64)):
+    for value, theirs, eager, exact in zip(got, reference, run(fn), run(fn, torch.float64)):
         assert value.shape == theirs.shape and value.dtype == theirs.dtype
         assert torch.equal(value.isfinite(), theirs.isfinite())
-        finite = theirs.isfinite() & exact.isfinite()
-        error, their_error = ((v.double() - exact)[finite].abs().max().item() if finite.any() else 0.0
-                              for v in (value, theirs))
+        finite = theirs.isfinite() & eager.isfinite() & exact.isfinite()
+        error, their_error, eager_error = ((v.double() - exact)[finite].abs().max().item() if finite.any() else 0.0
+                                           for v in (value, theirs, eager))
         ulp = torch.finfo(spec["dtype"]).eps * (exact[finite].abs().max().item() if finite.any() else 0.0)
-        assert error <= 2 * their_error + ulp, (error, their_error, ulp)
+        assert error <= 2 * max(their_error, eager_error) + ulp, (error, their_error, eager_error, ulp)
 
 
 @st.composite

@@ -233,15 +233,14 @@ def test_random_programs_gradients_match_on_the_gpu(spec):
 
 
 def _check_gradients(spec, device):
-    """The random programs with inputs that require grad: their outputs and the gradients of all three
-    inputs (each a view, in its drawn layout, of a leaf that holds its storage), through padvec's forward and
-    backward kernels. float32 and float64 against eager. 16-bit: no
-    farther from a float64 run than twice eager is or Thunder's own executors are, whichever is farther, plus
-    one unit in the last place of the largest value (eager's autograd adds a gradient's contributions in
-    another order than Thunder's backward trace, and each 16-bit add rounds; padvec keeps the trace's order;
-    torch.compile's executor, where it is Thunder's, skips the trace's roundings inside its kernels and may
-    be exact where eager and padvec round). Programs with a 0-d value
-    (a sum, an element) are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing
+    """The random programs with inputs that require grad: their outputs and the gradients of the inputs
+    (each a view, in its drawn layout, of a leaf that holds its storage), through padvec's forward and
+    backward kernels. float32 and float64 against eager. 16-bit: no farther from a float64 run than twice
+    eager is or Thunder's own executors are, whichever is farther, plus one unit in the last place of the
+    largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
+    backward trace, and each 16-bit add rounds; padvec keeps the trace's order; torch.compile's executor,
+    where it is Thunder's, skips the trace's roundings inside its kernels and may be exact where eager and
+    padvec round). Programs with a 0-d value (a sum, an element) are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing
     the gradient back to 0-d, with or without padvec (wrong gradients or errors; see
     ``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
     assume(spec["dtype"].is_floating_point and all(kind not in ("total", "element") for kind, _ in spec["steps"]))

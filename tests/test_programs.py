@@ -240,9 +240,9 @@ def _check_gradients(spec, device):
     largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
     backward trace, and each 16-bit add rounds; padvec keeps the trace's order; torch.compile's executor,
     where it is Thunder's, skips the trace's roundings inside its kernels and may be exact where eager and
-    padvec round). Programs with a 0-d value (a sum, an element) are left out: Thunder 0.2.6 differentiates ``mul`` by a 0-d tensor without summing
-    the gradient back to 0-d, with or without padvec (wrong gradients or errors; see
-    ``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
+    padvec round). Programs with a 0-d value (a sum, an element) are left out: Thunder 0.2.6
+    differentiates ``mul`` by a 0-d tensor without summing the gradient back to 0-d, with or without padvec
+    (wrong gradients or errors; see ``test_a_region_whose_trace_contradicts_itself_runs_in_pytorch``)."""
     assume(spec["dtype"].is_floating_point and all(kind not in ("total", "element") for kind, _ in spec["steps"]))
     generator = torch.Generator().manual_seed(len(spec["steps"]) * 7919 + sum(spec["shape"]))
     inputs = [_input(spec["shape"], spec["dtype"], spec["layout"], generator, device),

@@ -71,8 +71,16 @@ def _input(shape, dtype, layout, generator, device="cpu"):
 
 
 def _same_layout_on(t, device):
-    storage = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype, device=device)
-    storage.copy_(torch.as_strided(t, (storage.numel(),), (1,), 0))
+    return _view_like(t, _storage(t).to(device, copy=True))
+
+
+def _storage(t):
+    """All of ``t``'s storage, a flat view."""
+    return torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
+
+
+def _view_like(t, storage):
+    """``t``'s view of its storage, taken of ``storage`` (a flat copy of it)."""
     return torch.as_strided(storage, t.shape, t.stride(), t.storage_offset())
 
 
@@ -264,9 +272,8 @@ def _check_gradients(spec, device):
             if alias and k == 1:
                 args.append(args[0])
                 continue
-            flat = torch.as_strided(t, (t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
-            leaves.append(flat.detach().to(dtype or t.dtype, copy=True).requires_grad_(True))
-            args.append(torch.as_strided(leaves[-1], t.shape, t.stride(), t.storage_offset()))
+            leaves.append(_storage(t).detach().to(dtype or t.dtype, copy=True).requires_grad_(True))
+            args.append(_view_like(t, leaves[-1]))
         outs = f(*args)
         used = [(o, c.to(o.dtype)) for o, c in zip(outs, cotangents) if o.requires_grad]
         grads = torch.autograd.grad([o for o, _ in used], leaves, [c for _, c in used], allow_unused=True)

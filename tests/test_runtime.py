@@ -754,8 +754,8 @@ def test_a_child_forked_while_a_compile_is_under_way_compiles_for_itself(monkeyp
 def test_a_first_calls_variants_compile_with_nvrtc_while_the_default_builds(tmp_path, monkeypatch, emulated,
                                                                             generator):
     """``_specialize_cuda`` as on a GPU, with NVRTC compiling for sm_90 and the GPU parts (loading the
-    module, timing) standing in: the default's compile waits until a variant's has started in a worker
-    thread (so the two run side by side), every variant is built from a binary compiled once, and the
+    module, timing) standing in: the default's compile waits until a variant's has started in a thread
+    of its own (so the two run side by side), every variant is built from a binary compiled once, and the
     variant the timing picks is the one returned."""
     from thunder_padvec import fusion, schedule
     from thunder_padvec.explain import fusions

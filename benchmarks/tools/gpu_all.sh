@@ -22,6 +22,9 @@
 #   block      the Llama-style block benchmark (benchmarks/test_block.py), both cases; block2, block3: the
 #              Llama-2-7b or the Llama-3-8B case alone (each compiles torch.compile's and Thunder's executors
 #              afresh; a part runs within 560 s)
+#   leads      tools/explore.py on the rows torch.compile led on the H100 (2026-12-05: the multi-head qkv forwards,
+#              the batch-2 LitGPT RoPE forwards) and GPT-J's fwd+bwd, with one or two rows a thread
+#              (MAX_ROWS_PER_THREAD) and without steps side by side (LANE_STEPS=0), the log under $OUT/leads.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -73,6 +76,10 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
     gathers) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases GPT-J-6B-b1-gptj_rope-bfloat16-fwd \
               GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd GPT-J-6B-b2-gptj_rope-bfloat16-fwd+bwd \
               --variants base: loads:GATHERS=0 2>&1 | grep -v Warning | tee $OUT/gathers.log | tail -16) ;;
+    leads) (cd benchmarks/tools && timeout -s INT 400 python3 explore.py --cases Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd \
+              Gemma-7b-b2-qkv_split_rope-bfloat16-fwd Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
+              GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd --variants base: r1:MAX_ROWS_PER_THREAD=1 \
+              r2:MAX_ROWS_PER_THREAD=2 nosteps:LANE_STEPS=0 2>&1 | grep -v Warning | tee $OUT/leads.log | tail -40) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -117,6 +117,29 @@ def test_the_table_shows_padvec_against_the_per_pass_copies_where_they_were_time
     assert lines[1].endswith("| - | - |" if passes else "| - |")
 
 
+def test_the_table_counts_padvecs_rows_against_the_targets_and_names_those_behind():
+    """Below the table: rows ahead of torch.compile (of those where both ran), at least 95% of the copy, and
+    fwd+bwd rows at least 95% of the per-pass copies; the rows behind torch.compile by name."""
+    from thunder_padvec.bench.report import markdown, records, targets
+
+    def case(config, pass_, padvec_ms, compile_ms, split=None):
+        extra = {"pass_roofline_fraction": split} if split else {}
+        found = [{**_record("copy", 0.8, pass_=pass_), "config": config},
+                 {**_record("padvec", padvec_ms, pass_=pass_, **extra), "config": config}]
+        return found + ([{**_record("torch.compile", compile_ms, pass_=pass_), "config": config}] if compile_ms else [])
+
+    run = {"benchmarks": [{"extra_info": r} for r in (
+        *case("a", "fwd", 0.82, 0.9), *case("b", "fwd", 1.0, 0.95), *case("c", "fwd+bwd", 0.9, 1.2, split=0.97),
+        *case("d", "fwd+bwd", 0.84, 1.0, split=0.9), *case("e", "fwd", 0.8, None))]}
+    rows = records(run)
+    summary = targets(rows)
+    assert summary.startswith("padvec against the targets: ahead of torch.compile on 3 of 4 rows; at least 95% of "
+                              "the copy on 3 of 5; fwd+bwd at least 95% of the per-pass copies on 1 of 2."), summary
+    assert summary.endswith(" Behind torch.compile: b rope fwd bfloat16 (0.950x)."), summary
+    assert markdown(rows, "t").endswith(f"|\n\n{summary}\n")
+    assert targets([r for r in rows if r["executor"] != "padvec"]) == ""
+
+
 def test_a_case_measured_again_in_a_later_run_shows_that_runs_rows(tmp_path):
     """Runs given together: a case measured in two shows every executor of it from the last one (side by
     side), the other cases stay, and the table says how many cases a later run measured again."""

@@ -132,7 +132,31 @@ def markdown(rows: list[dict], title: str, notes: tuple[str, ...] = ()) -> str:
             cells.append(f"{split * 1000:.1f} ({fraction:.1%})" if split and fraction else
                          f"{split * 1000:.1f}" if split else "-")
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    summary = targets(rows)
+    return "\n".join(lines) + "\n" + (f"\n{summary}\n" if summary else "")
+
+
+def targets(rows: list[dict], least: float = 0.95) -> str:
+    """padvec's rows against the suite's targets (issues 4 and 5): faster than torch.compile, and at least
+    ``least`` of the copy (fwd+bwd: also of the per-pass copies), each counted over the rows that measured
+    both sides; the rows behind torch.compile named. Empty where padvec has no rows."""
+    padvec = [r for r in rows if r["executor"] == "padvec"]
+    if not padvec:
+        return ""
+    timed = [r for r in padvec if r.get("speedup_vs_compile")]
+    behind = [r for r in timed if r["speedup_vs_compile"] <= 1]
+    split = [r for r in padvec if r["pass"] == "fwd+bwd" and r.get("pass_roofline_fraction")]
+    parts = [f"padvec against the targets: ahead of torch.compile on {len(timed) - len(behind)} of {len(timed)} rows",
+             f"at least {least:.0%} of the copy on {sum(r['roofline_fraction'] >= least for r in padvec)} of "
+             f"{len(padvec)}"]
+    if split:
+        parts.append(f"fwd+bwd at least {least:.0%} of the per-pass copies on "
+                     f"{sum(r['pass_roofline_fraction'] >= least for r in split)} of {len(split)}")
+    text = "; ".join(parts) + "."
+    if behind:
+        named = (f"{r['config']} {r['form']} {r['pass']} {r['dtype']} ({r['speedup_vs_compile']:.3f}x)" for r in behind)
+        text += " Behind torch.compile: " + ", ".join(named) + "."
+    return text
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:

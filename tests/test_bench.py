@@ -140,6 +140,33 @@ def test_the_table_counts_padvecs_rows_against_the_targets_and_names_those_behin
     assert targets([r for r in rows if r["executor"] != "padvec"]) == ""
 
 
+def test_two_results_files_compare_case_by_case(tmp_path, capsys):
+    """``--compare``: the cases both files measured, padvec's times and ratio and torch.compile's ratio, and
+    each file's count against the targets; a case only one file has is left out."""
+    import json
+
+    from thunder_padvec.bench.report import main, records
+
+    def results(configs, padvec_ms, compile_ms):
+        return records({"benchmarks": [{"extra_info": {**_record(e, ms, pass_="fwd"), "config": c}}
+                                       for c in configs for e, ms in (("copy", 0.8), ("padvec", padvec_ms),
+                                                                     ("torch.compile", compile_ms))]})
+
+    paths = [tmp_path / "early.json", tmp_path / "late.json"]
+    paths[0].write_text(json.dumps(results(["a", "b"], 1.0, 1.1)))
+    paths[1].write_text(json.dumps(results(["a", "c"], 0.9, 0.88)))
+    main(["--compare", *map(str, paths)])
+    text = capsys.readouterr().out
+    assert text.startswith("### A: early; B: late\n")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| config")]
+    assert rows == ["| a | rope | fwd | bfloat16 | 1000.0 µs (80.0%) | 900.0 µs (88.9%) | 0.900 | 0.800 "
+                    "| 1.10x -> 0.98x |"]
+    assert "A: padvec against the targets: ahead of torch.compile on 2 of 2 rows" in text
+    assert "B: padvec against the targets: ahead of torch.compile on 0 of 2 rows" in text
+    with pytest.raises(SystemExit):
+        main(["--compare", str(paths[0])])
+
+
 def test_a_case_measured_again_in_a_later_run_shows_that_runs_rows(tmp_path):
     """Runs given together: a case measured in two shows every executor of it from the last one (side by
     side), the other cases stay, and the table says how many cases a later run measured again."""

@@ -6,7 +6,11 @@ takes pytest-benchmark JSON files (``pytest benchmarks/ --benchmark-only --bench
 several measured a case, the last one's rows of it, which the table says) and
 
 writes ``<date>-<gpu>.json`` (a list of records), ``<date>-<gpu>.md`` (the table) and
-``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked).
+``<date>-<gpu>.png`` (achieved bandwidth by case and executor, the copy roofline marked);
+
+    python -m thunder_padvec.bench.report --compare earlier.json later.json
+
+prints two results files side by side (another GPU, or a change before and after).
 """
 
 from __future__ import annotations
@@ -159,6 +163,40 @@ def targets(rows: list[dict], least: float = 0.95) -> str:
     return text
 
 
+def compare(before: list[dict], after: list[dict], labels: tuple[str, str] = ("before", "after")) -> str:
+    """Two results files' records side by side, case by case (the cases both measured, in ``after``'s
+    order): padvec's and torch.compile's times in each and their ratio (after over before: under 1 is
+    faster; torch.compile's ratio shows how far the machine or the run moved), then each file's count
+    against the targets (``targets``)."""
+    def by_case(rows):
+        found = defaultdict(dict)
+        for r in rows:
+            found[_case(r)][r["executor"]] = r
+        return found
+
+    old, new = by_case(before), by_case(after)
+    head = ["config", "form", "pass", "dtype", "padvec A (% of copy)", "padvec B (% of copy)", "padvec B/A",
+            "torch.compile B/A", "padvec vs torch.compile, A -> B"]
+    lines = [f"### A: {labels[0]}; B: {labels[1]}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def shown(r):
+        return f"{r['median_ms'] * 1000:.1f} µs ({r['roofline_fraction']:.1%})" if r else "-"
+
+    def ratio(x, y):
+        return f"{y['median_ms'] / x['median_ms']:.3f}" if x and y else "-"
+
+    def speedup(r):
+        return f"{r['speedup_vs_compile']:.2f}x" if r and r.get("speedup_vs_compile") else "-"
+
+    for case in (c for c in new if c in old):
+        p0, p1 = old[case].get("padvec"), new[case].get("padvec")
+        c0, c1 = old[case].get("torch.compile"), new[case].get("torch.compile")
+        cells = [*case, shown(p0), shown(p1), ratio(p0, p1), ratio(c0, c1), f"{speedup(p0)} -> {speedup(p1)}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    summaries = [f"{name}: {targets(rows)}" for name, rows in (("A", before), ("B", after)) if targets(rows)]
+    return "\n".join(lines) + "\n" + "".join(f"\n{line}\n" for line in summaries)
+
+
 def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib
 
@@ -261,7 +299,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+",
                         help="pytest-benchmark JSON files of one session; a case measured in several shows the last")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--compare", action="store_true",
+                        help="two results files (<date>-<gpu>.json), the earlier first: print them side by side")
     args = parser.parse_args(argv)
+    if args.compare:
+        if len(args.runs) != 2:
+            parser.error("--compare takes two results files")
+        before, after = (json.loads(Path(p).read_text()) for p in args.runs)
+        print(compare(before, after, tuple(Path(p).stem for p in args.runs)))
+        return
     runs = [json.loads(Path(p).read_text()) for p in args.runs]
     run, replaced = merged(runs)
     notes = tuple(f"{n} case(s) measured again in a later run, `{Path(args.runs[i]).name}` "

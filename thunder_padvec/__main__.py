@@ -1,4 +1,4 @@
-"""Command line: ``python -m thunder_padvec {demo,bench,explain}``."""
+"""Command line: ``python -m thunder_padvec {demo,bench,explain,doctor}``."""
 
 from __future__ import annotations
 
@@ -167,6 +167,14 @@ def _explain_example(args: argparse.Namespace, on_gpu: bool) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    findings = doctor.run()
+    print(doctor.report(findings))
+    return 1 if any(f.status == "failed" for f in findings) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m thunder_padvec", description=thunder_padvec.__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     explain.add_argument("--full-size", action="store_true",
                          help="in emulation, run at the configuration's own batch and sequence (slow)")
     explain.set_defaults(run=_explain)
+    doctor = sub.add_parser("doctor", help="what this machine gives padvec: NVRTC, the host compiler, the GPU, "
+                                           "the disk cache, each checked")
+    doctor.set_defaults(run=_doctor)
     args = parser.parse_args(argv)
     return args.run(args)
 

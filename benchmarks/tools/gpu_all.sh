@@ -39,6 +39,8 @@ set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 THUNDER_PADVEC_CACHE_DIR=/tmp/padvec-cache
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# the machine's pieces checked (python -m thunder_padvec doctor), printed only where one failed
+python3 -m thunder_padvec doctor > $OUT/doctor.log 2>&1 || cat $OUT/doctor.log
 
 suite() {  # suite <name> <-k expression> [seconds]
   timeout -s INT ${3:-330} python3 -m pytest benchmarks -q -p no:cacheprovider --benchmark-only \

@@ -109,10 +109,16 @@ def _case(r: dict) -> tuple:
     return r["config"], r["form"], r["pass"], r["dtype"]
 
 
-def markdown(rows: list[dict], title: str, notes: tuple[str, ...] = ()) -> str:
-    by_case = defaultdict(dict)
+def _by_case(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """Records by case, then by executor, in the order the cases first appear."""
+    found = defaultdict(dict)
     for r in rows:
-        by_case[_case(r)][r["executor"]] = r
+        found[_case(r)][r["executor"]] = r
+    return found
+
+
+def markdown(rows: list[dict], title: str, notes: tuple[str, ...] = ()) -> str:
+    by_case = _by_case(rows)
     executors = [e for e in ORDER if any(e in d for d in by_case.values())]
     head = ["config", "form", "pass", "dtype", "copy TB/s"] + [f"{e} (% of copy)" for e in executors[1:]]
     head.append("padvec vs torch.compile")
@@ -168,13 +174,7 @@ def compare(before: list[dict], after: list[dict], labels: tuple[str, str] = ("b
     order): padvec's and torch.compile's times in each and their ratio (after over before: under 1 is
     faster; torch.compile's ratio shows how far the machine or the run moved), then each file's count
     against the targets (``targets``)."""
-    def by_case(rows):
-        found = defaultdict(dict)
-        for r in rows:
-            found[_case(r)][r["executor"]] = r
-        return found
-
-    old, new = by_case(before), by_case(after)
+    old, new = _by_case(before), _by_case(after)
     head = ["config", "form", "pass", "dtype", "padvec A (% of copy)", "padvec B (% of copy)", "padvec B/A",
             "torch.compile B/A", "padvec vs torch.compile, A -> B"]
     lines = [f"### A: {labels[0]}; B: {labels[1]}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -1,0 +1,56 @@
+"""The GPU scripts of ``benchmarks/tools`` checked where there is no GPU, so that a call of the device's
+time is not spent on a typo: the shell scripts parse, and every suite case and knob their explore and
+probe commands name exists."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parent.parent / "benchmarks" / "tools"
+CASE = re.compile(r"^[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*-b\d+-(?:rope|qkv_split_rope|gptj_rope)"
+                  r"-(?:bfloat16|float16|float32)-fwd(?:\+bwd)?$")
+
+
+def _commands(script: Path) -> list[list[str]]:
+    """The script's lines, continuations joined, split into words."""
+    text = script.read_text().replace("\\\n", " ")
+    return [line.split() for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+
+@pytest.mark.parametrize("name", ["gpu_all.sh", "gpu_ncu.sh"])
+def test_the_gpu_scripts_parse(name):
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    result = subprocess.run(["bash", "-n", str(TOOLS / name)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_case_and_knob_the_gpu_script_names_exists():
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import explore
+    finally:
+        sys.path.remove(str(TOOLS))
+    from thunder_padvec.bench.cases import cases
+
+    known = {c.id for c in cases()}
+    named, variants = set(), set()
+    for words in _commands(TOOLS / "gpu_all.sh"):
+        if not any(w.endswith(("explore.py", "tune_probe.py")) for w in words):
+            continue
+        named |= {w for w in words if CASE.match(w)}
+        if "--variants" in words:
+            for w in words[words.index("--variants") + 1:]:
+                if w.startswith("-") or w in ("2>&1", "|"):
+                    break
+                variants.add(w.split(":", 1)[1])
+    assert named and variants  # the patterns still find them
+    assert named <= known, named - known
+    for settings in variants:  # an unknown knob exits explore: SystemExit
+        explore._restore(explore._apply(settings))

@@ -75,7 +75,6 @@ def test_cpu_tensors_without_emulation_run_in_pytorch(generator):
     assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
 
 
-
 def test_symbolic_shapes_run_in_pytorch(emulated, generator):
     """Thunder's experimental symbolic-values cache traces shapes as proxies: padvec claims none of those
     ops (its kernels are specialized to static shapes); two batch sizes give eager's results."""
@@ -90,6 +89,7 @@ def test_symbolic_shapes_run_in_pytorch(emulated, generator):
                 8, 8, dtype=torch.bfloat16, generator=generator)
             assert torch.equal(jitted(x, cos, sin, 8), rope_one_entry(x, cos, sin, 8))
     assert fusions(thunder.last_traces(jitted)[-1]) == []
+
 
 def test_unsupported_dtype_runs_in_pytorch(emulated, generator):
     x = torch.randint(-100, 100, (4, 8), generator=generator, dtype=torch.int32)

@@ -804,7 +804,6 @@ def test_a_sum_of_a_few_elements_reads_each_at_full_width(emulated, generator, d
     assert {seg.widths[s.id] for s in x_sites} == {vector} and seg.store_widths == (vector,)
 
 
-
 def test_a_sum_over_a_padded_dim_never_loads_the_points_the_pad_fills(emulated, generator):
     """A sum over a dim that a pad widened reads the padded value at each point of the dim, constant
     coordinates; at a point the pad fills, x's index is out of bounds and x is not loaded there (it was
@@ -838,6 +837,7 @@ def test_a_sum_over_a_cat_dim_loads_each_piece_at_its_own_points(emulated, gener
     a_name, b_name = (i.name for i in report.kernel.inputs)
     points = {name: sorted(s.index_map[1] for s in seg.segment.sites if s.node == name) for name in (a_name, b_name)}
     assert points == {a_name: [(None, r) for r in range(2)], b_name: [(None, r) for r in range(5)]}
+
 
 def test_sums_padvec_leaves_to_pytorch(emulated, generator):
     """More than 16 elements per sum, and integer sums, are not claimed; the results still match."""

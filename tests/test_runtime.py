@@ -1,6 +1,7 @@
 """Runtime: the kernel caches (in memory and on disk) and compile counting."""
 
 import functools
+import importlib
 import os
 import subprocess
 import sys
@@ -427,6 +428,9 @@ def _four_rows_a_thread(generator, monkeypatch):
     from thunder_padvec.explain import fusions
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    # heads 16 KiB apart take two rows a thread at most (``vectorize.plan.rows_apart``): lifted here
+    plan_module = importlib.import_module("thunder_padvec.vectorize.plan")
+    monkeypatch.setattr(plan_module, "APART_ROWS", plan_module.MAX_ROWS_PER_THREAD)
     x = randn(2, 8, 64, 128, dtype=torch.bfloat16, generator=generator)
     cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, _, trace = jit_and_run(litgpt_rope, x, cos, sin, 128)
@@ -619,11 +623,13 @@ def test_a_kernel_planned_again_with_wider_teams_says_so(emulated, generator, mo
                                    "1 per SM, 1.20 waves" if fit else "")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("shape, order", [((2, 3, 4, 5), None), ((2, 3, 4, 5), (0, 2, 1, 3)), ((3, 1, 4), (1, 0, 2)),
                                           ((2, 0, 4, 5), (0, 2, 1, 3)), ((4, 2, 3, 6), (2, 0, 1, 3))])
-def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, order):
-    """A fusion's outputs come from one ``torch.empty_strided`` each: the same shape and strides as the
-    row-major tensor of the permuted shape permuted back, so ``out.permute(order)`` is contiguous."""
+def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, order, device):
+    """A fusion's outputs come from one ``empty_strided`` each (on a GPU, PyTorch's C++ one): the same
+    shape and strides as the row-major tensor of the permuted shape permuted back, so ``out.permute(order)``
+    is contiguous, on the device asked for."""
     from thunder_padvec import ir
     from thunder_padvec.fusion import PadvecFusion
 
@@ -631,7 +637,9 @@ def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, ord
     kernel = ir.Kernel((ir.Input("x", t, 0),), (ir.Elementwise("y", t, "neg", ("x",)),), ("y",))
     fusion = PadvecFusion(kernel, "padvec_test")
     fusion.set_output_orders((order,))
-    (out,) = fusion._allocate(torch.device("cpu"))
+    device = torch.device(device, 0 if device == "cuda" else None)
+    (out,) = fusion._allocate(device)
+    assert out.device == device
     if order is None:
         want = torch.empty(shape)
     else:
@@ -639,6 +647,33 @@ def test_outputs_are_allocated_in_the_order_their_consumer_reads_them(shape, ord
     assert (tuple(out.shape), out.stride(), out.dtype) == (tuple(want.shape), want.stride(), torch.float32)
     assert out.permute(order or tuple(range(len(shape)))).is_contiguous()
     assert out.untyped_storage().nbytes() == want.untyped_storage().nbytes()
+
+
+def test_the_fast_allocation_is_taken_only_on_the_current_cuda_device(monkeypatch):
+    """PyTorch's C++ ``empty_strided`` allocates on the current CUDA device: taken only where the
+    outputs' device is that one; elsewhere ``torch.empty_strided`` with the device named."""
+    from thunder_padvec import fusion, ir
+
+    t = ir.TensorType((2, 3), ir.DType.float32)
+    kernel = ir.Kernel((ir.Input("x", t, 0),), (ir.Elementwise("y", t, "neg", ("x",)),), ("y",))
+    padvec = fusion.PadvecFusion(kernel, "padvec_test")
+    calls, empty_strided = [], torch.empty_strided
+
+    def fast(shape, strides, dtype):
+        calls.append("fast")
+        return empty_strided(shape, strides, dtype=dtype)
+
+    def named(shape, strides, dtype, device):
+        calls.append(("named", device))
+        return torch.empty(0)
+
+    monkeypatch.setattr(fusion.torch, "empty_strided", named, raising=True)
+    for current, device, want in ((0, torch.device("cuda", 0), "fast"), (1, torch.device("cuda", 0), "named"),
+                                  (0, torch.device("cpu"), "named")):
+        monkeypatch.setattr(fusion, "_FAST_EMPTY", (fast, lambda: current))
+        calls.clear()
+        padvec._allocate(device)
+        assert calls == (["fast"] if want == "fast" else [("named", device)])
 
 
 def _counting_target(compile_fn):

@@ -41,6 +41,12 @@ def _roped(generator, shape, n):
     return report, seg
 
 
+def _rows_as_if_close(monkeypatch):
+    """Small shapes put a RoPE's heads 7-16 KiB apart, where a thread takes two at most (``rows_apart``);
+    the tests of other decisions made with four rows a thread lift that cap."""
+    monkeypatch.setattr(vectorize_plan, "APART_ROWS", vectorize_plan.MAX_ROWS_PER_THREAD)
+
+
 def _store_widths(report):
     """Widths of the global writes of the outputs: stores, or the copies of staged rows."""
     return [a.width for a in report.accesses if a.role == "output"]
@@ -325,6 +331,7 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
     of its slabs' chunks takes the row, every thread busy at every step, if it is at least 4 and the
     launch keeps ``min_threads`` threads. A team of 6 does not divide a block of 256: its last 4 threads sit out,
     and every element is still written once (outputs poisoned with NaN)."""
+    _rows_as_if_close(monkeypatch)
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
     monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
@@ -343,6 +350,7 @@ def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_
     blocks of 128, rows across blocks, the last block partly idle), the cat's halves are selected once a chunk,
     and -x is x's sign bit flipped. Every element is written (outputs poisoned with NaN) and equals
     eager's; with ``LANE_RELOADS`` off one team of 6 takes both halves of 4 rows in turn."""
+    _rows_as_if_close(monkeypatch)
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
@@ -375,11 +383,47 @@ def test_a_team_takes_the_rows_per_thread_of_the_power_of_two_it_stands_in_for(t
     assert vectorize_plan.team_slots(threads) == slots
 
 
+@pytest.mark.parametrize("seq, apart_bytes, rows", [(64, 4096, 2), (64, 32768, 4), (8, 4096, 4)])
+def test_heads_lying_apart_take_at_most_two_rows_a_thread(emulated, generator, monkeypatch, seq, apart_bytes, rows):
+    """LitGPT's RoPE form reads and writes its heads ``seq * 128`` elements apart: where that is at
+    least ``APART_BYTES`` (64 positions: 16 KiB), each head a thread takes is a stream of its own, and a
+    thread takes two (``APART_ROWS``); heads closer than that (8 positions: 2 KiB) or a higher bar keep
+    four. cos and sin, broadcast along the heads, do not count. Every element equals eager's."""
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    monkeypatch.setattr(vectorize_plan, "APART_BYTES", apart_bytes)
+    report, seg = _roped(generator, (2, 8, seq, 128), 128)
+    assert (seg.row_dim, seg.rows_per_thread) == (1, rows), str(report)
+    assert f"{rows} rows per thread along dim 1" in seg.mapping
+
+
+@pytest.mark.parametrize("groups", [8, 2])
+def test_the_qkv_forms_heads_adjacent_in_qkv_keep_four_rows_a_thread(emulated, generator, monkeypatch, groups):
+    """The qkv form reads q's and k's heads one row apart in qkv (with all heads and with grouped
+    queries), though it writes them ``T * head_size`` apart: not a stream each, four rows a thread.
+    Every element equals eager's."""
+    from thunder_padvec.examples import qkv_split_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    qkv = randn(2, 64, (8 + 2 * groups) * 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+
+    def fn(qkv, cos, sin):
+        return qkv_split_rope(qkv, cos, sin, 8, groups, 128, 128)
+
+    jitted, out, _ = jit_and_run(fn, qkv, cos, sin)
+    for got, want in zip(out, fn(qkv, cos, sin)):
+        assert torch.equal(got, want)
+    (report,) = explain(jitted)
+    assert [(s.row_dim, s.rows_per_thread) for s in report.plan.segments] == [(1, 4)], str(report)
+
+
 @pytest.mark.parametrize("seq, planes", [(64, (4, 2)), (48, None)])
 def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, generator, monkeypatch, seq, planes):
     """With ``plane_order``, consecutive blocks take the same positions of each plane (a batch's group
     of 4 heads): block b computes tile (b % planes) * per_plane + b / planes. Where a block's 32 rows
     would straddle two planes (48 positions), the tiles keep their order. Every element is written."""
+    _rows_as_if_close(monkeypatch)
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
@@ -403,6 +447,7 @@ def test_steps_side_by_side_take_a_rows_other_half_from_the_lane_that_loaded_it(
     by side. A lane loads its own chunk of x (4 heads), cos and sin once (6 loads, where one team taking
     both halves in turn loads 12) and takes x's other half from the lane 8 along, with ``__shfl_sync``
     (the host loads it again). Every element is written and equals eager's."""
+    _rows_as_if_close(monkeypatch)
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
@@ -472,6 +517,7 @@ def test_steps_side_by_side_where_only_one_team_may_load_an_input(emulated, gene
     """A row made of two inputs of 64 features each: the first team loads both (b at its own column
     is b's first chunk), and the second team takes b's from it; the second team's own column (64)
     is past the end of a and b, so their loads are the first team's alone."""
+    _rows_as_if_close(monkeypatch)
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
     a, b = (randn(2, 8, 64, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))

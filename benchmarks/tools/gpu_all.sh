@@ -25,6 +25,15 @@
 #   leads      tools/explore.py on the rows torch.compile led on the H100 (2026-12-05: the multi-head qkv forwards,
 #              the batch-2 LitGPT RoPE forwards) and GPT-J's fwd+bwd, with one or two rows a thread
 #              (MAX_ROWS_PER_THREAD) and without steps side by side (LANE_STEPS=0), the log under $OUT/leads.log
+#   leads2     tools/explore.py on the forwards behind torch.compile on the H100 (rows2.log of 2026-12-05): at most
+#              two rows a thread, and wider teams (team_scale=2) with one, two or four, the log under $OUT/leads2.log
+#   apart      tools/explore.py on LitGPT's RoPE forwards with heads apart taking two rows a thread (the default) or
+#              four (APART_ROWS=4), and on its fwd+bwd rows the same for the backward alone (--fusions padvec1),
+#              the log under $OUT/apart.log (about 250 s)
+#   rows2      tools/explore.py on every bf16 forward row but GPT-J's, as planned against at most two rows a thread
+#              (MAX_ROWS_PER_THREAD=2; the H100 of 2026-12-05 ran the batch-2 RoPE forwards 0.8-1.7% faster so),
+#              the log under $OUT/rows2.log (about 450 s)
+#   hprobe     tools/host_probe.py: the fusion call's host time by piece, the log under $OUT/host-probe.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -82,6 +91,24 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
               Gemma-7b-b2-qkv_split_rope-bfloat16-fwd Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
               GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd --variants base: r1:MAX_ROWS_PER_THREAD=1 \
               r2:MAX_ROWS_PER_THREAD=2 nosteps:LANE_STEPS=0 2>&1 | grep -v Warning | tee $OUT/leads.log | tail -40) ;;
+    leads2) (cd benchmarks/tools && timeout -s INT 400 python3 explore.py --cases Llama-2-7b-b2-rope-bfloat16-fwd \
+              Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd Gemma-7b-b1-rope-bfloat16-fwd \
+              Llama-2-7b-b2-qkv_split_rope-bfloat16-fwd Gemma-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: \
+              r2:MAX_ROWS_PER_THREAD=2 r1w:MAX_ROWS_PER_THREAD=1,team_scale=2 r2w:MAX_ROWS_PER_THREAD=2,team_scale=2 \
+              r4w:team_scale=2 2>&1 | grep -v Warning | tee $OUT/leads2.log | tail -3) ;;
+    apart) (cd benchmarks/tools && timeout -s INT 180 python3 explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd \
+              Llama-2-7b-b2-rope-bfloat16-fwd Llama-3-8B-b1-rope-bfloat16-fwd Llama-3-8B-b2-rope-bfloat16-fwd \
+              Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd Gemma-7b-b1-rope-bfloat16-fwd \
+              Gemma-7b-b2-rope-bfloat16-fwd --variants base: four:APART_ROWS=4 2>&1 | grep -v Warning > $OUT/apart.log
+            timeout -s INT 200 python3 explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd+bwd \
+              Llama-2-7b-b2-rope-bfloat16-fwd+bwd Llama-3-8B-b1-rope-bfloat16-fwd+bwd Mistral-7B-b2-rope-bfloat16-fwd+bwd \
+              Gemma-7b-b1-rope-bfloat16-fwd+bwd Phi-3-mini-b1-rope-bfloat16-fwd+bwd --variants base: four:APART_ROWS=4 \
+              --fusions padvec1 2>&1 | grep -v Warning >> $OUT/apart.log; tail -3 $OUT/apart.log) ;;
+    rows2) (cd benchmarks/tools && timeout -s INT 540 python3 explore.py --cases $(python3 -c "
+from thunder_padvec.bench.cases import cases
+print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not in c.id])") \
+              --variants base: r2:MAX_ROWS_PER_THREAD=2 2>&1 | grep -v Warning | tee $OUT/rows2.log | tail -3) ;;
+    hprobe) timeout -s INT 120 python3 benchmarks/tools/host_probe.py 2>&1 | grep -v Warning | tee $OUT/host-probe.log ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -93,6 +93,8 @@ MIN_EXACT_THREADS = 4  # ... of at least this many (fewer take more chunks each:
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
+APART_ROWS = 2  # ... and this many where each of a thread's rows is a stream of its own (rows_apart)
+APART_BYTES = 4096  # ... that is, where its rows lie at least this far apart in every tensor it reads or writes by row
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
@@ -401,10 +403,12 @@ def team_slots(threads: int) -> int:
 
 
 def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
-                    layouts: dict[str, Layout], max_rows: int | None = None) -> tuple[int | None, int]:
+                    layouts: dict[str, Layout], max_rows: int | None = None,
+                    output_layouts: tuple[Layout, ...] | None = None) -> tuple[int | None, int]:
     """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many (at most
-    ``max_rows``, by default ``MAX_ROWS_PER_THREAD``). ``layouts``: the inputs' and views' layouts by name
-    (see ``hoisted_bytes``)."""
+    ``max_rows``, by default ``MAX_ROWS_PER_THREAD``; ``APART_ROWS`` where the rows lie apart, see
+    ``rows_apart``, given the outputs' layouts). ``layouts``: the inputs' and views' layouts by name (see
+    ``hoisted_bytes``)."""
     max_rows = MAX_ROWS_PER_THREAD if max_rows is None else max_rows
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
     candidates = []
@@ -415,6 +419,8 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
     if not candidates:
         return None, 1
     dim = max(candidates, key=lambda d: (shape[d], d))
+    if output_layouts is not None and rows_apart(kernel, seg, dim, layouts, output_layouts):
+        max_rows = min(max_rows, APART_ROWS)
     rows = 1
     while (rows < max_rows and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
            and seg.groups // (2 * rows) * team_slots(seg.threads_per_row) >= min_threads):
@@ -430,6 +436,33 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
             kernel, seg, dim, 1, layouts):
         rows = 1
     return (dim, rows) if rows > 1 else (None, 1)
+
+
+def rows_apart(kernel: ir.Kernel, seg: SegmentPlan, dim: int, layouts: dict[str, Layout],
+               output_layouts: tuple[Layout, ...]) -> bool:
+    """Whether a thread's rows along ``dim`` lie at least ``APART_BYTES`` apart in every input whose
+    address varies along it and in every output the segment stores: each row a stream of its own.
+
+    LitGPT's RoPE forward reads and writes its heads ``T * head_size`` elements apart; on the H200, same
+    process (``benchmarks/results/2026-12-05-apart-rows/``, two runs, torch.compile in brackets), two rows
+    a thread against four: Llama-2 b2 36.4 / 36.9 and 36.4 / 37.0 µs (36.6), Mistral b2 36.3 / 36.7 and
+    36.5 / 37.0 (36.6), Gemma b2 37.7 / 38.0 (37.9), Mistral b1 20.9 / 21.1 (21.3); the batch-1 rows of
+    Llama-2, Llama-3 and Gemma within 1.4% either way. The qkv form's heads are adjacent in qkv (one row
+    apart) and keep four: two rows there are 1.4-2.1% slower with all heads, 4.5-6.1% with grouped queries;
+    the grouped-query backward writes them within one row of qkv."""
+    for site in seg.segment.sites:
+        node = kernel.node(site.node)
+        if not isinstance(node, ir.LOADS) or not _varies_along(node, site, dim, 2, layouts[site.node]):
+            continue
+        parts = layouts[site.node].parts(node.type.shape)
+        if any(ref == dim and abs(parts[d][-1][1]) * node.type.dtype.itemsize < APART_BYTES
+               for d, (ref, _) in enumerate(site.index_map)):
+            return False
+    for store in seg.segment.stores:
+        itemsize = kernel.node(store.output).type.dtype.itemsize
+        if abs(output_layouts[store.output_index].strides[dim]) * itemsize < APART_BYTES:
+            return False
+    return True
 
 
 def step_distance(seg: SegmentPlan, site: Site) -> int | None:
@@ -751,6 +784,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
     views = tuple((n.name, view_layout(n, kernel.node(n.operand), by_input[n.operand]))
                   for n in kernel.nodes if isinstance(n, ir.View))
     by_input.update(views)
+    output_layouts = tuple(shell.output_layout(k) for k in range(len(kernel.outputs)))
     segment_plans = []
     for segment in projection.segments:
         lanes, chunk, sharing = choose_lanes(kernel, segment, max_row_bytes, min_threads, team_scale)
@@ -761,7 +795,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
-            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input, max_rows)
+            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input, max_rows, output_layouts)
             seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
             seg = lane_steps(kernel, seg)
         if seg.whole_rows and not seg.tiled:

@@ -42,8 +42,8 @@ def _roped(generator, shape, n):
 
 
 def _rows_as_if_close(monkeypatch):
-    """Small shapes put a RoPE's heads 7-16 KiB apart, where a thread takes two at most (``rows_apart``);
-    the tests of other decisions made with four rows a thread lift that cap."""
+    """Small shapes put a RoPE's heads 16 KiB apart, where a thread whose steps go side by side takes two
+    at most (``rows_apart``); the tests of other decisions made with four rows a thread lift that cap."""
     monkeypatch.setattr(vectorize_plan, "APART_ROWS", vectorize_plan.MAX_ROWS_PER_THREAD)
 
 
@@ -331,7 +331,6 @@ def test_a_row_whose_slabs_leave_slots_idle_takes_the_count_of_threads_that_fill
     of its slabs' chunks takes the row, every thread busy at every step, if it is at least 4 and the
     launch keeps ``min_threads`` threads. A team of 6 does not divide a block of 256: its last 4 threads sit out,
     and every element is still written once (outputs poisoned with NaN)."""
-    _rows_as_if_close(monkeypatch)
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", floor)
     monkeypatch.setattr(vectorize_segments, "ROW_PIECES", False)  # whole rows
@@ -350,7 +349,6 @@ def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_
     blocks of 128, rows across blocks, the last block partly idle), the cat's halves are selected once a chunk,
     and -x is x's sign bit flipped. Every element is written (outputs poisoned with NaN) and equals
     eager's; with ``LANE_RELOADS`` off one team of 6 takes both halves of 4 rows in turn."""
-    _rows_as_if_close(monkeypatch)
     from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
@@ -386,15 +384,28 @@ def test_a_team_takes_the_rows_per_thread_of_the_power_of_two_it_stands_in_for(t
 @pytest.mark.parametrize("seq, apart_bytes, rows", [(64, 4096, 2), (64, 32768, 4), (8, 4096, 4)])
 def test_heads_lying_apart_take_at_most_two_rows_a_thread(emulated, generator, monkeypatch, seq, apart_bytes, rows):
     """LitGPT's RoPE form reads and writes its heads ``seq * 128`` elements apart: where that is at
-    least ``APART_BYTES`` (64 positions: 16 KiB), each head a thread takes is a stream of its own, and a
-    thread takes two (``APART_ROWS``); heads closer than that (8 positions: 2 KiB) or a higher bar keep
-    four. cos and sin, broadcast along the heads, do not count. Every element equals eager's."""
+    least ``APART_BYTES`` (64 positions: 16 KiB) and a thread's steps go side by side (the forward), each
+    head it takes is a stream of its own, and it takes two (``APART_ROWS``); heads closer than that (8
+    positions: 2 KiB) or a higher bar keep four. cos and sin, broadcast along the heads, do not count.
+    The backward's steps go in turn: it keeps four. Every element and gradient equals eager's."""
+    from thunder_padvec.examples import litgpt_rope
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
     monkeypatch.setattr(vectorize_plan, "APART_BYTES", apart_bytes)
-    report, seg = _roped(generator, (2, 8, seq, 128), 128)
-    assert (seg.row_dim, seg.rows_per_thread) == (1, rows), str(report)
+    x = randn(2, 8, seq, 128, dtype=torch.bfloat16, generator=generator).requires_grad_()
+    cos, sin = (randn(seq, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    cotangent = randn(2, 8, seq, 128, dtype=torch.bfloat16, generator=generator)
+    jitted = thunder.jit(litgpt_rope, executors=[padvec])
+    out = jitted(x, cos, sin, 128)
+    (grad,) = torch.autograd.grad(out, x, cotangent)
+    want = litgpt_rope(x, cos, sin, 128)
+    assert torch.equal(out, want)
+    assert torch.equal(grad, torch.autograd.grad(want, x, cotangent)[0])
+    forward, backward = explain(jitted)
+    (seg,) = forward.plan.segments
+    assert (seg.row_dim, seg.rows_per_thread, seg.lane_steps) == (1, rows, 2), str(forward)
     assert f"{rows} rows per thread along dim 1" in seg.mapping
+    assert [(s.rows_per_thread, s.lane_steps) for s in backward.plan.segments] == [(4, 1)], str(backward)
 
 
 @pytest.mark.parametrize("groups", [8, 2])
@@ -423,7 +434,6 @@ def test_plane_order_puts_the_blocks_sharing_cos_and_sin_together(emulated, gene
     """With ``plane_order``, consecutive blocks take the same positions of each plane (a batch's group
     of 4 heads): block b computes tile (b % planes) * per_plane + b / planes. Where a block's 32 rows
     would straddle two planes (48 positions), the tiles keep their order. Every element is written."""
-    _rows_as_if_close(monkeypatch)
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "min_threads", 0)

@@ -27,9 +27,8 @@
 #              (MAX_ROWS_PER_THREAD) and without steps side by side (LANE_STEPS=0), the log under $OUT/leads.log
 #   leads2     tools/explore.py on the forwards behind torch.compile on the H100 (rows2.log of 2026-12-05): at most
 #              two rows a thread, and wider teams (team_scale=2) with one, two or four, the log under $OUT/leads2.log
-#   apart      tools/explore.py on LitGPT's RoPE forwards with heads apart taking two rows a thread (the default) or
-#              four (APART_ROWS=4), and on its fwd+bwd rows the same for the backward alone (--fusions padvec1),
-#              the log under $OUT/apart.log (about 120 s)
+#   apart      tools/explore.py on LitGPT's RoPE forwards, heads apart taking two rows a thread (the default since
+#              2026-12-05) against four (APART_ROWS=4), the log under $OUT/apart.log (about 100 s)
 #   rows2      tools/explore.py on every bf16 forward row but GPT-J's, as planned against at most two rows a thread
 #              (MAX_ROWS_PER_THREAD=2; the H100 of 2026-12-05 ran the batch-2 RoPE forwards 0.8-1.7% faster so),
 #              the log under $OUT/rows2.log (about 450 s)
@@ -96,12 +95,10 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
               Llama-2-7b-b2-qkv_split_rope-bfloat16-fwd Gemma-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: \
               r2:MAX_ROWS_PER_THREAD=2 r1w:MAX_ROWS_PER_THREAD=1,team_scale=2 r2w:MAX_ROWS_PER_THREAD=2,team_scale=2 \
               r4w:team_scale=2 2>&1 | grep -v Warning | tee $OUT/leads2.log | tail -3) ;;
-    apart) (cd benchmarks/tools && timeout -s INT 100 python3 explore.py --cases Llama-2-7b-b2-rope-bfloat16-fwd \
+    apart) (cd benchmarks/tools && timeout -s INT 150 python3 explore.py --cases Llama-2-7b-b2-rope-bfloat16-fwd \
               Mistral-7B-b2-rope-bfloat16-fwd Gemma-7b-b2-rope-bfloat16-fwd Llama-3-8B-b1-rope-bfloat16-fwd \
-              --variants base: four:APART_ROWS=4 2>&1 | grep -v Warning > $OUT/apart.log
-            timeout -s INT 120 python3 explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd+bwd \
-              Llama-2-7b-b2-rope-bfloat16-fwd+bwd Phi-3-mini-b1-rope-bfloat16-fwd+bwd --variants base: \
-              four:APART_ROWS=4 --fusions padvec1 2>&1 | grep -v Warning >> $OUT/apart.log; tail -3 $OUT/apart.log) ;;
+              Llama-2-7b-b1-rope-bfloat16-fwd Gemma-7b-b1-rope-bfloat16-fwd --variants base: four:APART_ROWS=4 2>&1 \
+              | grep -v Warning | tee $OUT/apart.log | tail -3) ;;
     rows2) (cd benchmarks/tools && timeout -s INT 540 python3 explore.py --cases $(python3 -c "
 from thunder_padvec.bench.cases import cases
 print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not in c.id])") \

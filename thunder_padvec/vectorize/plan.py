@@ -34,6 +34,8 @@ vectors for 2 rows against 8 for one; the grouped-query backward's key rows) tak
 of several rows cost more warps than the shared loads save. Where the compiled kernel then keeps few
 blocks per SM, the fusion plans it again with one row per thread (``max_rows``) and keeps that build
 where it holds at least twice the blocks (``fusion._with_one_row``: LitGPT's backward kernels).
+Where a thread's steps go side by side (below) and its rows lie far apart in every tensor it reads and
+writes, each a stream of its own (the RoPE form's heads), it takes ``APART_ROWS`` at most (``rows_apart``).
 
 Steps side by side. Where a tiled row's steps are all whole (the threads of the team busy at each)
 and every load of a step is some step's own chunk of the input (a RoPE: x at the lane's column and
@@ -93,7 +95,7 @@ MIN_EXACT_THREADS = 4  # ... of at least this many (fewer take more chunks each:
 MIN_TILED_CHUNK_BYTES = 8  # narrower chunks, down to this, whose edges meet a row's breakpoints ...
 NARROW_MAX_THREADS = 1 << 20  # ... in launches of at most this many threads
 MAX_ROWS_PER_THREAD = 4
-APART_ROWS = 2  # ... and this many where each of a thread's rows is a stream of its own (rows_apart)
+APART_ROWS = 2  # ... and this many where its steps go side by side and its rows are a stream each (tiled_rows)
 APART_BYTES = 4096  # ... that is, where its rows lie at least this far apart in every tensor it reads or writes by row
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
@@ -403,12 +405,10 @@ def team_slots(threads: int) -> int:
 
 
 def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
-                    layouts: dict[str, Layout], max_rows: int | None = None,
-                    output_layouts: tuple[Layout, ...] | None = None) -> tuple[int | None, int]:
+                    layouts: dict[str, Layout], max_rows: int | None = None) -> tuple[int | None, int]:
     """``(row_dim, rows)``: the dim along which a tiled thread takes several rows, and how many (at most
-    ``max_rows``, by default ``MAX_ROWS_PER_THREAD``; ``APART_ROWS`` where the rows lie apart, see
-    ``rows_apart``, given the outputs' layouts). ``layouts``: the inputs' and views' layouts by name (see
-    ``hoisted_bytes``)."""
+    ``max_rows``, by default ``MAX_ROWS_PER_THREAD``). ``layouts``: the inputs' and views' layouts by name
+    (see ``hoisted_bytes``)."""
     max_rows = MAX_ROWS_PER_THREAD if max_rows is None else max_rows
     shape, last = seg.segment.shape, len(seg.segment.shape) - 1
     candidates = []
@@ -419,8 +419,6 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
     if not candidates:
         return None, 1
     dim = max(candidates, key=lambda d: (shape[d], d))
-    if output_layouts is not None and rows_apart(kernel, seg, dim, layouts, output_layouts):
-        max_rows = min(max_rows, APART_ROWS)
     rows = 1
     while (rows < max_rows and shape[dim] % (2 * rows) == 0 and len(seg.steps) * rows * 2 <= MAX_STEPS
            and seg.groups // (2 * rows) * team_slots(seg.threads_per_row) >= min_threads):
@@ -438,18 +436,34 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
     return (dim, rows) if rows > 1 else (None, 1)
 
 
+def tiled_rows(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int, layouts: dict[str, Layout],
+               max_rows: int | None, output_layouts: tuple[Layout, ...]) -> SegmentPlan:
+    """A tiled segment with its rows per thread (``rows_per_thread``) and its steps side by side where
+    they may be (``lane_steps``); where the steps go side by side and the thread's rows lie apart
+    (``rows_apart``), with ``APART_ROWS`` rows at most, if its steps still go side by side so."""
+    row_dim, rows = rows_per_thread(kernel, seg, min_threads, layouts, max_rows)
+    planned = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows))
+    if rows <= APART_ROWS or planned.lane_steps == 1 or not rows_apart(kernel, planned, row_dim, layouts,
+                                                                         output_layouts):
+        return planned
+    row_dim, rows = rows_per_thread(kernel, seg, min_threads, layouts, APART_ROWS)
+    fewer = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows))
+    return fewer if fewer.lane_steps > 1 and fewer.rows_per_thread > 1 else planned
+
+
 def rows_apart(kernel: ir.Kernel, seg: SegmentPlan, dim: int, layouts: dict[str, Layout],
                output_layouts: tuple[Layout, ...]) -> bool:
     """Whether a thread's rows along ``dim`` lie at least ``APART_BYTES`` apart in every input whose
     address varies along it and in every output the segment stores: each row a stream of its own.
 
-    LitGPT's RoPE forward reads and writes its heads ``T * head_size`` elements apart; on the H200, same
-    process (``benchmarks/results/2026-12-05-apart-rows/``, two runs, torch.compile in brackets), two rows
-    a thread against four: Llama-2 b2 36.4 / 36.9 and 36.4 / 37.0 µs (36.6), Mistral b2 36.3 / 36.7 and
-    36.5 / 37.0 (36.6), Gemma b2 37.7 / 38.0 (37.9), Mistral b1 20.9 / 21.1 (21.3); the batch-1 rows of
-    Llama-2, Llama-3 and Gemma within 1.4% either way. The qkv form's heads are adjacent in qkv (one row
-    apart) and keep four: two rows there are 1.4-2.1% slower with all heads, 4.5-6.1% with grouped queries;
-    the grouped-query backward writes them within one row of qkv."""
+    LitGPT's RoPE forward, its steps side by side, reads and writes its heads ``T * head_size`` elements
+    apart; on the H200, same process (``benchmarks/results/2026-12-05-apart-rows/``, two runs,
+    torch.compile in brackets), two rows a thread against four: Llama-2 b2 36.4 / 36.9 and 36.4 / 37.0 µs
+    (36.6), Mistral b2 36.3 / 36.7 and 36.5 / 37.0 (36.6), Gemma b2 37.7 / 38.0 (37.9), Mistral b1 20.9 /
+    21.1 (21.3); the batch-1 rows of Llama-2, Llama-3 and Gemma within 1.4% either way. The qkv form's
+    heads are adjacent in qkv (one row apart) and keep four: two rows there are 1.4-2.1% slower with all
+    heads, 4.5-6.1% with grouped queries. The backward kernels, whose steps go in turn (and which the
+    one-row rule of ``fusion`` takes from four rows to one), were not timed with two."""
     for site in seg.segment.sites:
         node = kernel.node(site.node)
         if not isinstance(node, ir.LOADS) or not _varies_along(node, site, dim, 2, layouts[site.node]):
@@ -795,9 +809,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
-            row_dim, rows = rows_per_thread(kernel, seg, min_threads, by_input, max_rows, output_layouts)
-            seg = replace(seg, row_dim=row_dim, rows_per_thread=rows)
-            seg = lane_steps(kernel, seg)
+            seg = tiled_rows(kernel, seg, min_threads, by_input, max_rows, output_layouts)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

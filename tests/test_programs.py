@@ -228,6 +228,10 @@ def test_random_programs_match_eager_on_the_gpu(spec):
 # be folded into them (it stays in PyTorch)
 @example(spec={"shape": [1, 9], "dtype": torch.float32, "share": False, "layout": "contiguous", "teams": 1,
                "steps": [("unary", 0), ("repeat", 0), ("split", 756143)]})
+# float32 cast to bf16, then tanh: Thunder's backward of tanh rounds to bf16 where eager's fused one does
+# not; padvec's gradient equals Thunder's own executors', one bf16 unit from eager's (the 16-bit rule)
+@example(spec={"shape": [4, 1, 1], "dtype": torch.float32, "share": False, "layout": "contiguous", "teams": 1,
+               "steps": [("cast", 165904), ("unary", 0), ("unary", 0), ("unary", 0), ("unary", 0), ("unary", 177)]})
 def test_random_programs_gradients_match(emulated, spec):
     _check_gradients(spec, "cpu")
 
@@ -243,7 +247,8 @@ def test_random_programs_gradients_match_on_the_gpu(spec):
 def _check_gradients(spec, device):
     """The random programs with inputs that require grad: their outputs and the gradients of the inputs
     (each a view, in its drawn layout, of a leaf that holds its storage), through padvec's forward and
-    backward kernels. float32 and float64 against eager. 16-bit: no farther from a float64 run than twice
+    backward kernels. float32 and float64 against eager, unless the program casts to a 16-bit type. 16-bit
+    (and those): no farther from a float64 run than twice
     eager is or Thunder's own executors are, whichever is farther, plus one unit in the last place of the
     largest value (eager's autograd adds a gradient's contributions in another order than Thunder's
     backward trace, and each 16-bit add rounds; padvec keeps the trace's order; torch.compile's executor,
@@ -288,7 +293,11 @@ def _check_gradients(spec, device):
         except Exception:
             reject()
         raise
-    if spec["dtype"] in (torch.float32, torch.float64):
+    # a program that casts to a 16-bit type rounds there, in its backward too, where Thunder's trace and
+    # eager's autograd need not: it takes the 16-bit rule, at the coarsest of its types' units
+    casts = [DTYPES[r % len(DTYPES)] for kind, r in spec["steps"] if kind == "cast"]
+    coarsest = max([spec["dtype"], *casts], key=lambda d: torch.finfo(d).eps)
+    if coarsest in (torch.float32, torch.float64):
         for value, want in zip(got, run(fn)):
             assert value.shape == want.shape and value.dtype == want.dtype
             torch.testing.assert_close(value, want, rtol=1e-5, atol=1e-4, equal_nan=True)
@@ -303,7 +312,7 @@ def _check_gradients(spec, device):
         finite = theirs.isfinite() & eager.isfinite() & exact.isfinite()
         error, their_error, eager_error = ((v.double() - exact)[finite].abs().max().item() if finite.any() else 0.0
                                            for v in (value, theirs, eager))
-        ulp = torch.finfo(spec["dtype"]).eps * (exact[finite].abs().max().item() if finite.any() else 0.0)
+        ulp = torch.finfo(coarsest).eps * (exact[finite].abs().max().item() if finite.any() else 0.0)
         assert error <= 2 * max(their_error, eager_error) + ulp, (error, their_error, eager_error, ulp)
 
 

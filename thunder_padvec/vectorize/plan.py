@@ -466,7 +466,7 @@ def rows_apart(kernel: ir.Kernel, seg: SegmentPlan, dim: int, layouts: dict[str,
     one-row rule of ``fusion`` takes from four rows to one), were not timed with two."""
     for site in seg.segment.sites:
         node = kernel.node(site.node)
-        if not isinstance(node, ir.LOADS) or not _varies_along(node, site, dim, 2, layouts[site.node]):
+        if not isinstance(node, ir.LOADS) or not _varies_along(node, site, dim, APART_ROWS, layouts[site.node]):
             continue
         parts = layouts[site.node].parts(node.type.shape)
         if any(ref == dim and abs(parts[d][-1][1]) * node.type.dtype.itemsize < APART_BYTES

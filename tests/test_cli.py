@@ -10,7 +10,7 @@ from thunder_padvec.__main__ import main
     ("seed", "seed-b256", "staged in registers"),
     ("litgpt", "Llama-2-7b-b1", "rows shared by 8 threads"),
     ("qkv", "Llama-3-8B-b1", "rows shared by 8 threads"),
-    ("gptj", "GPT-J-6B-b1", "[1x16x8x128x2]"),  # the rotated pairs unmerged, one kernel
+    ("gptj", "GPT-J-6B-b1", "segment 1: [1x16x8x96x2]"),  # the pairs unmerged, rotated and passed cut apart
 ])
 def test_explain_prints_the_plan_and_source(capsys, example, config, expect):
     assert main(["explain", example, "--config", config, "--cpu", "--source"]) == 0

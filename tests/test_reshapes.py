@@ -10,6 +10,7 @@ import thunder
 from helpers import grads, jit_and_run, randn, unfused_ops
 from thunder_padvec import explain, ir, padvec
 from thunder_padvec.reshapes import UnfoldableReshape, push_reshapes, split_groups
+from thunder_padvec.vectorize.segments import MIN_ROW_PIECE_BYTES
 
 F32 = ir.DType.float32
 
@@ -338,7 +339,9 @@ def test_the_gradient_of_a_strided_slice_is_a_dilated_pad_in_padvecs_kernel(emul
 def test_partial_gptj_rotary_is_one_kernel_each_way(emulated, generator, dtype):
     """GPT-J-6B's rotary: the first 16 of 64 features rotated in pairs, the rest passed through (a cat
     along the merged dim, in whole pairs: the cat joins the kernel in the unmerged shape); the forward is
-    one kernel that stores 16 bytes a thread, the backward one kernel; values and gradient as eager's."""
+    one kernel that stores 16 bytes a thread, the backward one kernel; values and gradient as eager's.
+    Where the rotated pairs span at least ``MIN_ROW_PIECE_BYTES`` (64 bytes: float32's 16 features, not
+    bfloat16's), both kernels cut their rows along the pairs' dim into a segment per piece."""
     from thunder_padvec.examples import gptj_rope
 
     x = randn(2, 4, 16, 64, dtype=dtype, generator=generator)
@@ -355,8 +358,45 @@ def test_partial_gptj_rotary_is_one_kernel_each_way(emulated, generator, dtype):
     torch.testing.assert_close(x_grad.grad, x_want.grad)
     forward, backward = explain(jitted)
     assert (forward.trace, backward.trace) == ("forward", "backward")
-    assert [a.width for a in forward.accesses if a.role == "output"] == [16 // x.element_size()]
-    assert [s.segment.shape for s in forward.plan.segments] == [(2, 4, 16, 32, 2)]
+    cut = x.element_size() * 16 >= MIN_ROW_PIECE_BYTES
+    pieces = [(2, 4, 16, 8, 2), (2, 4, 16, 24, 2)] if cut else [(2, 4, 16, 32, 2)]
+    for report in (forward, backward):
+        assert [s.segment.shape for s in report.plan.segments] == pieces
+        assert [a.width for a in report.accesses if a.role == "output"] == [16 // x.element_size()] * len(pieces)
+
+
+@pytest.mark.parametrize("pairs", [True, False])
+def test_gptj_6b_rows_are_cut_along_the_pairs_into_rotated_and_passed_features(emulated, generator, monkeypatch,
+                                                                                pairs):
+    """GPT-J-6B's proportions (64 of 256 bf16 features rotated): the rows, held as ``[..., 128, 2]``, are
+    cut along the pairs' dim, 32 rotated pairs (128 bytes) and 96 passed through, a segment each both
+    ways, only the rotated one reading cos and sin; ``PAIR_PIECES`` off keeps them whole. Values as
+    eager's, the gradient within its tolerance, either way."""
+    from thunder_padvec.examples import gptj_rope
+    from thunder_padvec.vectorize import segments
+
+    monkeypatch.setattr(segments, "PAIR_PIECES", pairs)
+    x = randn(1, 2, 8, 256, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(8, 32, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1) for _ in range(2))
+    cotangent = randn(*x.shape, dtype=torch.bfloat16, generator=generator)
+
+    def rope(x, cos, sin):
+        return gptj_rope(x, cos, sin, 64)
+
+    jitted = thunder.jit(rope, executors=[padvec])
+    (out,), grad = grads(jitted, x, cos, sin, (cotangent,))
+    (want,), want_grad = grads(rope, x, cos, sin, (cotangent,))
+    assert torch.equal(out, want)
+    torch.testing.assert_close(grad, want_grad)
+    reports = explain(jitted)
+    assert [r.trace for r in reports] == ["forward", "backward"]
+    for report in reports:
+        shapes = [s.segment.shape for s in report.plan.segments]
+        assert shapes == ([(1, 2, 8, 32, 2), (1, 2, 8, 96, 2)] if pairs else [(1, 2, 8, 128, 2)])
+        trig = {n.name for n in report.kernel.nodes if getattr(n, "operand", None) in ("cos", "sin")}
+        readers = [any(s.node in trig for s in seg.segment.sites) for seg in report.plan.segments]
+        assert readers == ([True, False] if pairs else [True])
+        assert [a.width for a in report.accesses if a.role == "output"] == [8] * len(shapes)
 
 
 def test_a_value_and_its_merge_are_written_once(emulated, generator):

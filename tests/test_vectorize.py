@@ -676,7 +676,9 @@ def test_gptj_backward_reads_sin_through_one_window(emulated, generator, dtype):
 
 def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_windows(emulated, generator):
     """Its sin and cos: two lanes a pair read one element of ``sincos`` (float32): a window of 16
-    bytes for every 8 lanes (lane j reads element j // 2), forward and backward; numbers as eager's."""
+    bytes for every 8 lanes (lane j reads element j // 2), forward and backward; numbers as eager's.
+    The forward's 16 rotated float32 features (64 bytes) take a segment of their own, cut along the
+    pairs' dim, and only that segment reads ``sincos``; the backward's (bfloat16, 32 bytes) do not."""
     from thunder_padvec.examples import hf_gptj_rope
 
     x = randn(2, 8, 4, 64, dtype=torch.bfloat16, generator=generator)
@@ -687,12 +689,15 @@ def test_hugging_faces_gptj_rotary_reads_its_repeated_sin_and_cos_through_window
     (want,), want_grad = grads(hf_gptj_rope, x, sincos, 16, (cotangent,))
     assert torch.equal(out, want)
     torch.testing.assert_close(grad, want_grad)
-    for report in explain(jitted):
-        (seg,) = report.plan.segments
+    for report, pieces in zip(explain(jitted), ([(8, 2), (24, 2)], [(32, 2)])):
+        assert [s.segment.shape[-2:] for s in report.plan.segments] == pieces
         (sincos_name,) = [n.name for n in report.kernel.inputs if n.type.dtype.itemsize == 4 and n.type.rank == 3]
-        halves = tuple(j // 2 % 4 for j in range(seg.chunk))
-        lanes = _window_lanes(report, seg, sincos_name)
+        rotated, *passed = report.plan.segments
+        halves = tuple(j // 2 % 4 for j in range(rotated.chunk))
+        lanes = _window_lanes(report, rotated, sincos_name)
         assert lanes and all(lane_map == halves for _, lane_map in lanes), lanes
+        assert not [s for seg in passed for s in seg.segment.sites
+                    if getattr(report.kernel.node(s.node), "operand", s.node) == sincos_name]
 
 
 def test_hugging_faces_llama_rotary_reads_transposed_q_and_k_in_16_byte_vectors(emulated, generator):

@@ -32,6 +32,8 @@
 #   bwdrows    tools/explore.py on the RoPE backwards that planned four rows a thread and take one (Llama-2 b1 and b2,
 #              Llama-3 b1, Gemma b1, Phi-3-mini b1), against at most two (MAX_ROWS_PER_THREAD=2: 61-64 registers,
 #              4 blocks per SM, where one row has 39 and 6), the log under $OUT/bwdrows.log (about 200 s)
+#   pairs      tools/explore.py on GPT-J-6B's rows, the rows cut along the pairs' dim into the rotated and the passed
+#              features (the default since 2026-12-05) against whole rows (PAIR_PIECES=0), the log under $OUT/pairs.log
 #   rows2      tools/explore.py on every bf16 forward row but GPT-J's, as planned against at most two rows a thread
 #              (MAX_ROWS_PER_THREAD=2; the H100 of 2026-12-05 ran the batch-2 RoPE forwards 0.8-1.7% faster so),
 #              the log under $OUT/rows2.log (about 450 s)
@@ -106,6 +108,9 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
               Llama-2-7b-b2-rope-bfloat16-fwd+bwd Llama-3-8B-b1-rope-bfloat16-fwd+bwd Gemma-7b-b1-rope-bfloat16-fwd+bwd \
               Phi-3-mini-b1-rope-bfloat16-fwd+bwd --variants base: r2:MAX_ROWS_PER_THREAD=2 2>&1 | grep -v Warning \
               | tee $OUT/bwdrows.log | tail -3) ;;
+    pairs) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases GPT-J-6B-b1-gptj_rope-bfloat16-fwd \
+              GPT-J-6B-b2-gptj_rope-bfloat16-fwd GPT-J-6B-b1-gptj_rope-bfloat16-fwd+bwd GPT-J-6B-b2-gptj_rope-bfloat16-fwd+bwd \
+              --variants base: whole:PAIR_PIECES=0 2>&1 | grep -v Warning | tee $OUT/pairs.log | tail -3) ;;
     rows2) (cd benchmarks/tools && timeout -s INT 540 python3 explore.py --cases $(python3 -c "
 from thunder_padvec.bench.cases import cases
 print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not in c.id])") \

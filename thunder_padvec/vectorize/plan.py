@@ -306,10 +306,11 @@ def _resizes_rows(kernel: ir.Kernel, segment: Segment) -> bool:
     return False
 
 
-def row_breakpoints(kernel: ir.Kernel, segment: Segment) -> set[int]:
+def row_breakpoints(kernel: ir.Kernel, segment: Segment, dim: int | None = None) -> set[int]:
     """The columns of the reference's rows at which the code of a row changes: the bounds of the
-    sites' and stores' boxes, and the edges of pads and cat pieces along the row."""
-    last = len(segment.shape) - 1
+    sites' and stores' boxes, and the edges of pads and cat pieces along the row (along ``dim`` of the
+    reference where given, its last dim by default)."""
+    last = len(segment.shape) - 1 if dim is None else dim
     points = set()
     for site in segment.sites:
         points.update(site.box[last])

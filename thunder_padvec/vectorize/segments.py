@@ -16,6 +16,8 @@ then holds only its piece's registers, and no thread idles at the other piece's 
 phi-2's RoPE kernels went from 68 registers to 27, and its forward and backward at batch 2 from
 38.2 to 33.1 µs (``benchmarks/results/2026-12-03-flat-rows/``). A launch holding pieces interleaves
 their blocks (``schedule.Tuning.interleave``), so that the pieces of a row run at about the same time.
+Where the last dim is narrower than a vector (GPT-J's rotation, whose features the kernel holds as
+``[..., pairs, 2]``), the rows are cut along the dim before it instead: a piece is then whole pairs.
 """
 
 from __future__ import annotations
@@ -117,69 +119,95 @@ def _segment(kernel: ir.Kernel, ref_shape: tuple[int, ...], placed: dict[str, tu
     return Segment(ref_shape, sites, tuple(stores))
 
 
-def _row_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> list[tuple]:
+def _row_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int, dim: int) -> list[tuple]:
     """``(input, index map of the other dims, shift along the row, first column, end column)`` of each
-    load of the reference's columns ``[lo, hi)``, its columns those of the input."""
-    last, reads = len(segment.shape) - 1, []
+    load of the reference's columns ``[lo, hi)`` along ``dim``, its columns those of the input."""
+    reads = []
     for site in segment.sites:
         if not isinstance(kernel.node(site.node), ir.LOADS) or not site.index_map:
             continue
-        ref, offset = site.index_map[-1]
-        a, b = max(lo, site.box[last][0]), min(hi, site.box[last][1])
-        if ref == last and a < b:
-            reads.append((site.node, site.index_map[:-1], offset, a + offset, b + offset))
+        along = [i for i, (ref, _) in enumerate(site.index_map) if ref == dim]
+        if len(along) != 1:
+            continue
+        (i,) = along
+        offset = site.index_map[i][1]
+        a, b = max(lo, site.box[dim][0]), min(hi, site.box[dim][1])
+        if a < b:
+            reads.append((site.node, site.index_map[:i] + site.index_map[i + 1:], offset, a + offset, b + offset))
     return reads
 
 
-def _row_pieces(kernel: ir.Kernel, segment: Segment) -> list[tuple[int, int]] | None:
-    """Column ranges that split the reference's rows into segments of their own, or None. The
+def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int) -> list[tuple[int, int]] | None:
+    """Ranges along ``dim`` (the reference's last dim, or the one before a last dim narrower than a
+    vector: GPT-J's pairs) that split the reference's rows into segments of their own, or None. The
     breakpoints of a row cut it into slabs; slabs that read overlapping columns of an input stay
     together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
     them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
-    rows stay whole), one of which rotates (reads a tensor at two shifts): partial rotary's rotated
-    features and the features it passes through (a plain cat of two tensors stays one segment)."""
+    rows stay whole), one of which rotates (``_rotates``): partial rotary's rotated features and the
+    features it passes through (a plain cat of two tensors stays one segment)."""
     if not ROW_PIECES or len(segment.shape) < 2 or not segment.stores:
         return None
-    row = segment.shape[-1]
-    points = sorted(row_breakpoints(kernel, segment) | {0, row})
+    row = segment.shape[dim]
+    points = sorted(row_breakpoints(kernel, segment, dim) | {0, row})
     slabs = list(itertools.pairwise(points))
-    reads = [_row_reads(kernel, segment, a, b) for a, b in slabs]
+    reads = [_row_reads(kernel, segment, a, b, dim) for a, b in slabs]
     spans = []  # column spans of the groups of slabs that share input columns
     for i, (a, b) in enumerate(slabs):
         for j in range(i):
             if any(x[:2] == y[:2] and x[3] < y[4] and y[3] < x[4] for x in reads[i] for y in reads[j]):
                 spans.append((slabs[j][0], b))
     itemsize = max(kernel.node(s.output).type.dtype.itemsize for s in segment.stores)
-    cuts = [p for p in points[1:-1] if p * itemsize % 16 == 0 and not any(a < p < b for a, b in spans)]
+    inner = math.prod(segment.shape[dim + 1:]) * itemsize  # bytes of a column
+    cuts = [p for p in points[1:-1] if p * inner % 16 == 0 and not any(a < p < b for a, b in spans)]
     pieces = list(zip([0, *cuts], [*cuts, row]))
     if len(pieces) < 2 or len(pieces) > MAX_PIECE_SEGMENTS or any(
-            (b - a) * itemsize < MIN_ROW_PIECE_BYTES for a, b in pieces):
+            (b - a) * inner < MIN_ROW_PIECE_BYTES for a, b in pieces):
         return None
-    return pieces if any(_rotates(kernel, segment, a, b) for a, b in pieces) else None
+    return pieces if any(_rotates(kernel, segment, a, b, dim) for a, b in pieces) else None
 
 
-def _rotates(kernel: ir.Kernel, segment: Segment, lo: int, hi: int) -> bool:
-    """Whether columns ``[lo, hi)`` load an input at two shifts along the row (a RoPE's halves)."""
-    shifts = {}
-    for node, others, shift, *_ in _row_reads(kernel, segment, lo, hi):
-        shifts.setdefault((node, others), set()).add(shift)
-    return any(len(s) > 1 for s in shifts.values())
+def _rotates(kernel: ir.Kernel, segment: Segment, lo: int, hi: int, dim: int) -> bool:
+    """Whether columns ``[lo, hi)`` along ``dim`` read an input two ways: along the last dim, at two
+    shifts (a RoPE's halves); along an outer dim, at two index maps of the row's dims or through two
+    views (GPT-J's pairs: the strided halves of x beside x, or the gradient read at each of a pair's
+    elements)."""
+    if dim == len(segment.shape) - 1:
+        shifts = {}
+        for node, others, shift, *_ in _row_reads(kernel, segment, lo, hi, dim):
+            shifts.setdefault((node, others), set()).add(shift)
+        return any(len(s) > 1 for s in shifts.values())
+    patterns = {}
+    for site in segment.sites:
+        node = kernel.node(site.node)
+        if not isinstance(node, ir.LOADS) or max(lo, site.box[dim][0]) >= min(hi, site.box[dim][1]):
+            continue
+        source = node.operand if isinstance(node, ir.View) else node.name
+        outer = tuple(e for e in site.index_map if e[0] is not None and e[0] < dim)
+        inner = tuple(e for e in site.index_map if e[0] is None or e[0] >= dim)
+        patterns.setdefault((source, outer), set()).add((site.node, inner))
+    return any(len(p) > 1 for p in patterns.values())
 
 
 def _split_rows(kernel: ir.Kernel, segment: Segment, placed: dict[str, tuple[int, ...]]) -> list[Segment]:
     """The segment, or one segment per piece of its rows (``_row_pieces``), each storing the columns
-    of its outputs that lie in it."""
-    pieces = _row_pieces(kernel, segment)
+    of its outputs that lie in it. Rows are cut along the last dim, or, where that dim is narrower than
+    a vector (GPT-J's pairs), along the one before it."""
+    dim = len(segment.shape) - 1
+    pieces = _row_pieces(kernel, segment, dim)
+    itemsize = max((kernel.node(s.output).type.dtype.itemsize for s in segment.stores), default=0)
+    if pieces is None and PAIR_PIECES and len(segment.shape) > 2 and segment.shape[-1] * itemsize < 16:
+        dim -= 1
+        pieces = _row_pieces(kernel, segment, dim)
     if pieces is None:
         return [segment]
     found = []
     for a, b in pieces:
-        shape = segment.shape[:-1] + (b - a,)
+        shape = segment.shape[:dim] + (b - a,) + segment.shape[dim + 1:]
         inside = {}
         for name, offsets in placed.items():
-            size = kernel.node(name).type.shape[-1]
-            if max(a, -offsets[-1]) < min(b, size - offsets[-1]):
-                inside[name] = offsets[:-1] + (offsets[-1] + a,)
+            size = kernel.node(name).type.shape[dim]
+            if max(a, -offsets[dim]) < min(b, size - offsets[dim]):
+                inside[name] = offsets[:dim] + (offsets[dim] + a,) + offsets[dim + 1:]
         if inside:
             found.append(replace(_segment(kernel, shape, inside), row_piece=True))
     return found
@@ -189,6 +217,7 @@ MAX_PIECE_SEGMENTS = 8  # pieces of a cat output, at most, that take a segment e
 MIN_PIECE_SLAB = 16  # elements right of the cat's dim, at least (a thread's lanes stay in one piece)
 ROW_PIECES = True  # rows cut into pieces that read no common input columns, a segment each (see _row_pieces)
 MIN_ROW_PIECE_BYTES = 64  # ... each piece of a row at least this wide
+PAIR_PIECES = True  # ... also along the dim before a last dim narrower than a vector (GPT-J's pairs)
 
 
 def _piece_offsets(kernel: ir.Kernel, output: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:

@@ -128,7 +128,9 @@ def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
     output unmerged into the region's memory and reads x's strided halves through folded views, the
     backward one kernel with the dilated pads inside; the output is eager's bit for bit, the gradient
     within eager's own error of a float64 reference, twice over. On the GPU, the halves of x are register
-    moves (``vectorize.gathers``) and the backward reads sin through windows."""
+    moves (``vectorize.gathers``) and the backward reads sin through windows. GPT-J-6B's rows (64 of 256
+    features rotated) are cut along the pairs' dim, the rotated pairs and those passed through a segment
+    each, both ways; fully rotated rows stay whole."""
     c = configs.INTERLEAVED[0]
     x = _cuda_randn(c.batch, c.n_head, 512, c.head_size, dtype=torch.bfloat16, generator=generator)
     cos, sin = (_cuda_randn(512, rope_n_elem // 2, dtype=torch.bfloat16, generator=generator).repeat_interleave(2, -1)
@@ -146,7 +148,10 @@ def test_gptj_rotary_forward_and_backward(generator, rope_n_elem):
     assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
     forward, backward = explain(jitted)
     assert forward.trace == "forward" and backward.trace == "backward"
-    assert [a.width for a in forward.accesses if a.role == "output"] == [8]
+    pieces = [(rope_n_elem // 2, 2), (96, 2)] if rope_n_elem == 64 else [(128, 2)]
+    for report in (forward, backward):
+        assert [s.segment.shape[-2:] for s in report.plan.segments] == pieces
+    assert [a.width for a in forward.accesses if a.role == "output"] == [8] * len(pieces)
     assert len(fusions(thunder.last_traces(jitted)[-1])) == 1
     # x's strided halves move from the registers of x's own loads; the backward's sin from a window
     assert [a.access for a in forward.accesses if a.width == 1] == ["gathered", "gathered"]

@@ -399,6 +399,20 @@ def test_gptj_6b_rows_are_cut_along_the_pairs_into_rotated_and_passed_features(e
         assert [a.width for a in report.accesses if a.role == "output"] == [8] * len(shapes)
 
 
+def test_a_plain_cat_along_the_dim_before_narrow_pairs_stays_one_segment(emulated, generator):
+    """Rows of narrow pairs (``[..., 64, 2]`` float32, 8 bytes a pair) whose pieces each read their own
+    tensor one way, a plain cat along the pairs' dim: no piece reads an input two ways, so the rows stay
+    whole (one segment), as a plain cat along the last dim does; values as eager's."""
+    def fn(x, y):
+        return torch.cat((x[:, :, :16] * 2.0, y[:, :, 16:] + 1.0), dim=2)
+
+    x, y = (randn(2, 3, 64, 2, generator=generator) for _ in range(2))
+    jitted, out, _ = jit_and_run(fn, x, y)
+    assert torch.equal(out, fn(x, y))
+    (report,) = explain(jitted)
+    assert [s.segment.shape for s in report.plan.segments] == [(2, 3, 64, 2)]
+
+
 def test_a_value_and_its_merge_are_written_once(emulated, generator):
     """A region that returns a value and its merge (one node once the merge is lifted): the kernel writes it
     once and the merge is a view of that output, as eager's reshape is."""

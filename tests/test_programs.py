@@ -16,6 +16,7 @@ a fixed seed and budget, and with a larger budget on the GPU.
 from __future__ import annotations
 
 import contextlib
+import math
 
 import pytest
 import thunder
@@ -318,19 +319,23 @@ def _check_gradients(spec, device):
 
 @st.composite
 def partial_rotations(draw):
-    """RoPE of ``n`` features starting at column ``start`` of rows of ``hs``, the others passed through."""
+    """RoPE of ``n`` features starting at column ``start`` of rows of ``hs``, the others passed through:
+    their halves rotated (LitGPT's), or their pairs (GPT-J's)."""
     hs = draw(st.sampled_from([24, 48, 64, 80, 96, 128, 160]))
     n = draw(st.sampled_from([n for n in (4, 8, 16, 32, 48, 64) if n < hs]))
     start = draw(st.sampled_from([s for s in (0, 4, 8, 16, 32, 40) if s + n <= hs]))
     lead = [draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 9))]
     return dict(hs=hs, n=n, start=start, lead=lead, dtype=draw(st.sampled_from(DTYPES)),
-                extra=draw(st.booleans()))
+                extra=draw(st.booleans()), pairs=draw(st.booleans()))
 
 
-def _partial_rotation(n, start, extra):
+def _partial_rotation(n, start, extra, pairs=False):
     def fn(x, cos, sin):
         r = x[..., start:start + n]
-        rotated = torch.cat((-r[..., n // 2:], r[..., :n // 2]), -1)
+        if pairs:
+            rotated = torch.stack((-r[..., 1::2], r[..., ::2]), -1).flatten(-2)
+        else:
+            rotated = torch.cat((-r[..., n // 2:], r[..., :n // 2]), -1)
         roped = (r * cos + rotated * sin).to(x.dtype)
         out = torch.cat((x[..., :start], roped, x[..., start + n:]), -1)
         return out * 2 if extra else out
@@ -343,8 +348,9 @@ def _partial_rotation(n, start, extra):
 @given(spec=partial_rotations())
 def test_rows_in_pieces_match_eager(emulated, spec):
     """Rotations of a part of each row, anywhere in it: where padvec cuts the rows into pieces
-    (``vectorize.segments.ROW_PIECES``), the pieces tile each row once, cut on 16-byte edges into
-    pieces of at least ``MIN_ROW_PIECE_BYTES``, and the output (poisoned first) equals eager's."""
+    (``vectorize.segments.ROW_PIECES``; GPT-J's pairs along the pairs' dim), the pieces tile each row
+    once, cut on 16-byte edges into pieces of at least ``MIN_ROW_PIECE_BYTES``, and the output
+    (poisoned first) equals eager's."""
     _check_pieces(spec, "cpu")
 
 
@@ -356,12 +362,17 @@ def _check_pieces(spec, device):
     *lead, t = spec["lead"]
     x = torch.randn(*lead, t, spec["hs"], generator=generator).to(device, spec["dtype"])
     cos, sin = (torch.randn(t, spec["n"], generator=generator).to(device, spec["dtype"]) for _ in range(2))
-    fn = _partial_rotation(spec["n"], spec["start"], spec["extra"])
+    fn = _partial_rotation(spec["n"], spec["start"], spec["extra"], spec.get("pairs", False))
     jitted, out, _ = jit_and_run(fn, x, cos, sin)
     assert torch.equal(out, fn(x, cos, sin))
     itemsize = x.element_size()
     for report in explain(jitted):
-        spans = sorted((seg.segment.stores[0].offsets[-1], seg.segment.shape[-1]) for seg in report.plan.segments)
+        shapes = [seg.segment.shape for seg in report.plan.segments]
+        # the cut dim: the last, or the one before a last dim of pairs (the pieces differ along it)
+        d = len(shapes[0]) - 1 if len({s[-1] for s in shapes}) > 1 or len(shapes[0]) < 2 else len(shapes[0]) - 2
+        inner = math.prod(shapes[0][d + 1:])  # elements of a column along the cut dim
+        spans = sorted((seg.segment.stores[0].offsets[d] * inner, seg.segment.shape[d] * inner)
+                       for seg in report.plan.segments)
         if len(spans) > 1:
             assert report.launch.interleave, str(report)
             assert [a for a, _ in spans] == [0] + [a + w for a, w in spans[:-1]], spans

@@ -346,6 +346,12 @@ def _partial_rotation(n, start, extra, pairs=False):
 @settings(max_examples=int(__import__("os").environ.get("PADVEC_PROGRAMS", 60)), deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(spec=partial_rotations())
+# two pieces of equal width: the check finds the cut dim by the pieces' offsets, not their widths
+@example(spec={"hs": 96, "n": 48, "start": 0, "lead": [1, 1, 1], "dtype": torch.float32, "extra": False,
+               "pairs": False})
+# GPT-J's pairs, rotated in the middle of the row: three pieces along the pairs' dim
+@example(spec={"hs": 160, "n": 64, "start": 32, "lead": [2, 1, 3], "dtype": torch.bfloat16, "extra": True,
+               "pairs": True})
 def test_rows_in_pieces_match_eager(emulated, spec):
     """Rotations of a part of each row, anywhere in it: where padvec cuts the rows into pieces
     (``vectorize.segments.ROW_PIECES``; GPT-J's pairs along the pairs' dim), the pieces tile each row
@@ -368,8 +374,9 @@ def _check_pieces(spec, device):
     itemsize = x.element_size()
     for report in explain(jitted):
         shapes = [seg.segment.shape for seg in report.plan.segments]
-        # the cut dim: the last, or the one before a last dim of pairs (the pieces differ along it)
-        d = len(shapes[0]) - 1 if len({s[-1] for s in shapes}) > 1 or len(shapes[0]) < 2 else len(shapes[0]) - 2
+        offsets = [seg.segment.stores[0].offsets for seg in report.plan.segments]
+        # the cut dim: the last, or the one before a last dim of pairs, where the pieces' offsets differ
+        d = next((d for d in reversed(range(len(shapes[0]))) if len({o[d] for o in offsets}) > 1), len(shapes[0]) - 1)
         inner = math.prod(shapes[0][d + 1:])  # elements of a column along the cut dim
         spans = sorted((seg.segment.stores[0].offsets[d] * inner, seg.segment.shape[d] * inner)
                        for seg in report.plan.segments)

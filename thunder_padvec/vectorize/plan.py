@@ -310,13 +310,13 @@ def row_breakpoints(kernel: ir.Kernel, segment: Segment, dim: int | None = None)
     """The columns of the reference's rows at which the code of a row changes: the bounds of the
     sites' and stores' boxes, and the edges of pads and cat pieces along the row (along ``dim`` of the
     reference where given, its last dim by default)."""
-    last = len(segment.shape) - 1 if dim is None else dim
+    along = len(segment.shape) - 1 if dim is None else dim
     points = set()
     for site in segment.sites:
-        points.update(site.box[last])
+        points.update(site.box[along])
         node = kernel.node(site.node)
         for d, (ref, offset) in enumerate(site.index_map):
-            if ref != last:
+            if ref != along:
                 continue
             if isinstance(node, ir.Pad) and node.widths[d] != (0, 0):
                 lo, hi = node.widths[d]
@@ -327,8 +327,8 @@ def row_breakpoints(kernel: ir.Kernel, segment: Segment, dim: int | None = None)
                     end += kernel.node(piece).type.shape[d]
                     points.add(end - offset)
     for store in segment.stores:
-        points.update(store.box[last])
-    return {p for p in points if 0 < p < segment.shape[last]}
+        points.update(store.box[along])
+    return {p for p in points if 0 < p < segment.shape[along]}
 
 
 def row_steps(kernel: ir.Kernel, segment: Segment, chunk: int, threads: int) -> tuple[tuple[int, int], ...] | None:

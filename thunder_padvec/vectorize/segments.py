@@ -167,15 +167,9 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int) -> list[tuple[int
 
 
 def _rotates(kernel: ir.Kernel, segment: Segment, lo: int, hi: int, dim: int) -> bool:
-    """Whether columns ``[lo, hi)`` along ``dim`` read an input two ways: along the last dim, at two
-    shifts (a RoPE's halves); along an outer dim, at two index maps of the row's dims or through two
-    views (GPT-J's pairs: the strided halves of x beside x, or the gradient read at each of a pair's
-    elements)."""
-    if dim == len(segment.shape) - 1:
-        shifts = {}
-        for node, others, shift, *_ in _row_reads(kernel, segment, lo, hi, dim):
-            shifts.setdefault((node, others), set()).add(shift)
-        return any(len(s) > 1 for s in shifts.values())
+    """Whether columns ``[lo, hi)`` along ``dim`` read an input two ways: at two index maps of the row's
+    dims (``dim`` and those inside it: a RoPE's halves at two shifts, the gradient read at each of a
+    pair's elements) or through two views (GPT-J's strided halves of x beside x)."""
     patterns = {}
     for site in segment.sites:
         node = kernel.node(site.node)

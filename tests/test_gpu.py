@@ -98,6 +98,27 @@ def test_runs_inside_cuda_graph_capture_and_replays(generator):
         assert torch.equal(out, rope_one_entry(x, cos, sin, 8))
 
 
+def test_a_view_that_does_not_fold_its_input_strides_reads_a_copy_also_in_a_graph(generator):
+    """Steps of 2 over a merge of rows 130 apart, each of 127 elements: the kernel reads a row-major copy
+    of x made before each launch (on the launch's stream; inside a graph capture, in its pool)."""
+    def fn(x, c):
+        return x.reshape(16, 48 * 127)[:, ::2] * c + 1.0
+
+    x = _cuda_randn(16, 48, 130, dtype=torch.bfloat16, generator=generator)[:, :, :127]
+    c = _cuda_randn(48 * 127 // 2, dtype=torch.bfloat16, generator=generator)
+    jitted, out, _ = jit_and_run(fn, x, c)
+    assert torch.equal(out, fn(x, c))
+    assert explain(jitted)[0].copied == ("x",)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = jitted(x, c)
+    for _ in range(2):
+        x.copy_(torch.randn(x.shape, generator=generator).to(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, fn(x, c))
+
+
 def test_explicit_device_index(generator):
     device = torch.device("cuda", torch.cuda.current_device())
     x = randn(1000, 37, generator=generator).to(device)

@@ -80,6 +80,27 @@ def test_fold_declines_a_slice_across_merged_components():
     assert fold((("reshape", (2, 9)), ("slice", (0, 0), (2, 9), (1, 2))), tuple(x.shape), tuple(x.stride())) is None
 
 
+def test_a_view_that_does_not_fold_its_input_strides_reads_a_row_major_copy(emulated, generator, recwarn):
+    """Steps of 2 over a merge of rows 4 apart, each of 3 elements (the chain ``fold`` declines above):
+    the kernel reads a row-major copy of the input, made before each launch, rather than the region
+    running in PyTorch; a row-major input of the same shape has a kernel of its own that reads it."""
+    def fn(x, c):
+        return x.reshape(2, 9)[:, ::2] * c + 1.0
+
+    x = randn(2, 3, 4, generator=generator)[:, :, :3]
+    c = randn(5, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x, c)
+    again = jitted(x, c)
+    assert torch.equal(out, fn(x, c)) and torch.equal(again, out)
+    assert unfused_ops(trace) == [] and not [w for w in recwarn if "runs in PyTorch" in str(w.message)]
+    (report,) = explain(jitted)
+    assert report.copied == ("x",) and "copied row-major before the kernel" in str(report)
+    dense = randn(2, 3, 3, generator=generator)
+    assert torch.equal(jitted(dense, c), fn(dense, c))
+    (report,) = explain(jitted)
+    assert report.copied == () and "copied" not in str(report)
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_a_strided_slice_of_an_input_folds_into_its_loads(emulated, generator, layout):
     """A strided slice of an input (here of its transpose too) is a view the kernel reads; one of a

@@ -51,6 +51,7 @@ class FusionReport:
     choice: str = ""  # where launch variants were measured: their times and the pick (see runtime.tune)
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
     prologue: str = ""  # symbols of the region run in PyTorch before the kernel (fusion.WithPrologue)
+    copied: tuple[str, ...] = ()  # inputs copied row-major before the kernel (their views don't fold their strides)
 
     @property
     def decisions(self) -> list[str]:
@@ -58,7 +59,9 @@ class FusionReport:
         PyTorch before it, a line each."""
         return ([f"launch variants: {self.choice}"] if self.choice else []) + (
             [f"planned again: {self.replanned}"] if self.replanned else []) + (
-            [f"run in PyTorch before the kernel: {self.prologue}"] if self.prologue else [])
+            [f"run in PyTorch before the kernel: {self.prologue}"] if self.prologue else []) + (
+            [f"copied row-major before the kernel (views that don't fold their strides): {', '.join(self.copied)}"]
+            if self.copied else [])
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
@@ -163,6 +166,7 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
         spec.plan, orders, str(spec.choice or ""), spec.replanned, prologue,
+        tuple(fusion.kernel.inputs[i].name for i in spec.copied),
     )
 
 

@@ -25,6 +25,7 @@ from .reshapes import merge_groups
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
 from .schedule import TUNING, LaunchParams, fit_blocks, schedule
+from .vectorize.views import fold
 from .vectorize.views import steps as slice_steps
 
 log = logging.getLogger("thunder_padvec")
@@ -261,11 +262,15 @@ class Specialization:
     pack: ArgPack
     choice: tune.Choice | None = None  # where launch variants were measured (or a decision read back)
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
+    copied: tuple[int, ...] = ()  # inputs copied row-major before each launch (``PadvecFusion._unfolded``)
 
     def run(self, args, outputs, pointers: list[int]) -> list[torch.Tensor]:
         grid, pack = self.params.grid, self.pack
         if not grid:
             return outputs
+        if self.copied:
+            args = _row_major(args, self.copied)
+            pointers = [t.data_ptr() for t in (*args, *outputs)]
         with pack.lock:
             pack.values[: len(pointers)] = pointers
             if self.device.index is not None:
@@ -280,6 +285,11 @@ class Specialization:
                     raise InternalError(f"an internal error: the kernel {fault} (CPU emulation); source dumped to "
                                         f"{self.source_path}; please report it with the region's trace")
         return outputs
+
+
+def _row_major(args, positions: tuple[int, ...]) -> list[torch.Tensor]:
+    """``args`` with those at ``positions`` copied row-major."""
+    return [a.contiguous() if i in positions else a for i, a in enumerate(args)]
 
 
 @dataclass
@@ -431,7 +441,13 @@ class PadvecFusion:
     def _specialize_or_fall_back(self, device, args, outputs) -> Specialization | Fallback:
         self._check_arguments(device, args)
         try:
-            return self._specialize(device, args, outputs)
+            copied = self._unfolded(args)
+            if not copied:
+                return self._specialize(device, args, outputs)
+            spec = self._specialize(device, _row_major(args, copied), outputs)
+            spec.copied = copied
+            log.debug("%s: inputs %s copied row-major before the kernel", self.name, copied)
+            return spec
         except Exception as raised:  # padvec's typed errors, or a fault of its own: PyTorch's answer either way
             err = InternalError.wrapping("building the kernel", raised)
             if knobs.strict() or self._fallback is None:
@@ -439,6 +455,20 @@ class PadvecFusion:
             warnings.warn(f"{self.name} runs in PyTorch: {str(err).splitlines()[0]}", RuntimeWarning, stacklevel=3)
             log.debug("%s: %s", self.name, err)
             return Fallback(err, self._fallback())
+
+    def _unfolded(self, args) -> tuple[int, ...]:
+        """Positions of the inputs whose strides a view of them (``ir.View``) can't be folded into: a
+        slice of a merge of dims that don't lie evenly in memory (``vectorize.views.fold``). Their
+        kernel reads a row-major copy (one more read and write of the input), where else the region
+        would run in PyTorch; the copy is the specialization's, made again every call."""
+        positions = {node.name: i for i, node in enumerate(self.kernel.inputs)}
+        unfolded = set()
+        for node in self.kernel.nodes:
+            if isinstance(node, ir.View) and node.operand in positions:
+                arg = args[positions[node.operand]]
+                if fold(node.chain, tuple(arg.shape), tuple(arg.stride())) is None:
+                    unfolded.add(positions[node.operand])
+        return tuple(sorted(unfolded))
 
     def _check_arguments(self, device: torch.device, args) -> None:
         if len(args) != len(self.kernel.inputs):

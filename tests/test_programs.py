@@ -4,7 +4,8 @@ Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 t
 ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
 dims and merges, sums over small dims, 0-d sums and single elements scaling a whole value, strided slices
 (their gradients are dilated pads), pairs interleaved along the last dim, GPT-J's rotation of pairs and
-each element repeated twice), the shapes (sizes 0 to 9,
+each element repeated twice, two dims of an input merged then strided, read through its strides or
+from a row-major copy where they don't fold), the shapes (sizes 0 to 9,
 and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
 PyTorch) and the layouts
 (contiguous, transposed, offset views, a broadcast first dim, rows narrowed from wider ones, the same
@@ -44,7 +45,7 @@ def programs(draw):
     steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
                                                                   "permute", "split", "sum", "total", "element",
                                                                   "stride", "interleave", "merge", "rotate",
-                                                                  "repeat"]),
+                                                                  "repeat", "view"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     return dict(shape=shape, dtype=draw(st.sampled_from(INPUT_DTYPES)), share=draw(st.booleans()), layout=draw(st.sampled_from(
         ["contiguous", "transposed", "offset", "expanded", "rows", "alias"])), steps=steps,
@@ -144,6 +145,17 @@ def _program(spec):
                 index = [slice(None)] * v.dim()
                 index[dim] = slice((r // 3) % min(step, max(v.shape[dim], 1)), None, step)
                 v = v[tuple(index)] * 2
+            elif kind == "view":  # two dims of the first input merged, then every 2nd or 3rd element: layout
+                # ops its loads read through its drawn strides (or a row-major copy, where they don't fold)
+                v = a
+                if v.dim() > 1 and v.numel():
+                    lead, step = (r // 3) % (v.dim() - 1), 2 + r % 2
+                    v = v.flatten(lead, lead + 1)
+                    index = [slice(None)] * v.dim()
+                    index[lead] = slice((r // 5) % min(step, v.shape[lead]), None, step)
+                    v = v[tuple(index)]
+                else:
+                    v = v * 2
             elif kind == "merge":  # a reshape that merges two dims of a computed value
                 lead = (r // 3) % max(v.dim() - 1, 1)
                 v = (v * 2).flatten(lead, lead + 1) if v.dim() > 1 else v * 2
@@ -208,6 +220,9 @@ def _check(spec, device):
 # a sum over a padded dim: x was loaded (and dropped) at the points the pad fills, before x's first element
 @example(spec={"shape": [1, 6, 1], "dtype": torch.float32, "share": False, "layout": "contiguous", "teams": 1,
                "steps": [("pad", 980), ("unary", 0), ("unary", 0), ("sum", 397)]})
+# a merge of rows 10 apart, each of 7 elements, in steps of 3: the kernel reads a row-major copy of the input
+@example(spec={"shape": [2, 3, 7], "dtype": torch.bfloat16, "share": False, "layout": "rows", "teams": 1,
+               "steps": [("view", 3), ("pad", 977)]})
 def test_random_programs_match_eager(emulated, spec):
     _check(spec, "cpu")
 
@@ -233,6 +248,9 @@ def test_random_programs_match_eager_on_the_gpu(spec):
 # not; padvec's gradient equals Thunder's own executors', one bf16 unit from eager's (the 16-bit rule)
 @example(spec={"shape": [4, 1, 1], "dtype": torch.float32, "share": False, "layout": "contiguous", "teams": 1,
                "steps": [("cast", 165904), ("unary", 0), ("unary", 0), ("unary", 0), ("unary", 0), ("unary", 177)]})
+# the same in the forward, rows 8 apart, each of 5 elements, in steps of 2
+@example(spec={"shape": [3, 5], "dtype": torch.float32, "share": False, "layout": "rows", "teams": 1,
+               "steps": [("view", 0), ("unary", 1)]})
 def test_random_programs_gradients_match(emulated, spec):
     _check_gradients(spec, "cpu")
 

@@ -137,9 +137,10 @@ def _row_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int, dim: int) 
     return reads
 
 
-def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int) -> list[tuple[int, int]] | None:
+def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int, itemsize: int) -> list[tuple[int, int]] | None:
     """Ranges along ``dim`` (the reference's last dim, or the one before a last dim narrower than a
-    vector: GPT-J's pairs) that split the reference's rows into segments of their own, or None. The
+    vector: GPT-J's pairs) that split the reference's rows into segments of their own, or None;
+    ``itemsize``: the widest of the outputs' items. The
     breakpoints of a row cut it into slabs; slabs that read overlapping columns of an input stay
     together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
     them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
@@ -156,7 +157,6 @@ def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int) -> list[tuple[int
         for j in range(i):
             if any(x[:2] == y[:2] and x[3] < y[4] and y[3] < x[4] for x in reads[i] for y in reads[j]):
                 spans.append((slabs[j][0], b))
-    itemsize = max(kernel.node(s.output).type.dtype.itemsize for s in segment.stores)
     inner = math.prod(segment.shape[dim + 1:]) * itemsize  # bytes of a column
     cuts = [p for p in points[1:-1] if p * inner % 16 == 0 and not any(a < p < b for a, b in spans)]
     pieces = list(zip([0, *cuts], [*cuts, row]))
@@ -187,11 +187,11 @@ def _split_rows(kernel: ir.Kernel, segment: Segment, placed: dict[str, tuple[int
     of its outputs that lie in it. Rows are cut along the last dim, or, where that dim is narrower than
     a vector (GPT-J's pairs), along the one before it."""
     dim = len(segment.shape) - 1
-    pieces = _row_pieces(kernel, segment, dim)
     itemsize = max((kernel.node(s.output).type.dtype.itemsize for s in segment.stores), default=0)
+    pieces = _row_pieces(kernel, segment, dim, itemsize)
     if pieces is None and PAIR_PIECES and len(segment.shape) > 2 and segment.shape[-1] * itemsize < 16:
         dim -= 1
-        pieces = _row_pieces(kernel, segment, dim)
+        pieces = _row_pieces(kernel, segment, dim, itemsize)
     if pieces is None:
         return [segment]
     found = []

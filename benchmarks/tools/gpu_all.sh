@@ -4,6 +4,8 @@
 #   programs   the random programs' GPU tests, about 300 s (budgets from PADVEC_GPU_PROGRAMS, default 80,
 #              PADVEC_GPU_GRAD_PROGRAMS, default 40, PADVEC_GPU_PROLOGUES, default 20); both parts together
 #              passed 540 s on 2026-12-05, so one call of the device tool runs one of them and the next the other
+#   fresh      the GPU tests not yet run on a GPU (named in FRESH below), first, so that a call cut short still
+#              reports them, about 40 s
 #   verify     both in one call: tests (330 s at most), then the random programs at half their budgets (40, 20
 #              and 10 examples, 200 s at most): one machine start fewer, where device time is short
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
@@ -65,8 +67,13 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
+# the GPU tests added or changed since the last GPU run (2026-12-05): the view that doesn't fold, GPT-J's cut
+FRESH="does_not_fold or gptj_rotary"
+
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in
+    fresh) timeout -s INT 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu.py -k "$FRESH" 2>&1 \
+             | tee $OUT/gpu_fresh.log | tail -4 ;;
     tests) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
              --ignore=tests/test_programs.py 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;
     programs) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=4 tests/test_programs.py \

@@ -9,7 +9,8 @@ there is one (the tuner's launch variants, fitted builds and replans included), 
 The test suite draws the same examples every run (``derandomize=True``, so that CI is reproducible);
 this draws new ones each time. Outputs are poisoned with NaN before every launch and the kernel cache
 is a fresh folder. Prints how many examples of each strategy passed, or the first failure with
-Hypothesis's falsifying example and its ``@reproduce_failure`` blob, and exits 1 after a failure.
+Hypothesis's falsifying example and its ``@reproduce_failure`` blob, and exits 1 after a failure, 2 where
+an interrupt (a time limit's SIGINT) stopped it with no failure.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def hunt(name: str, strategy, check, budget_s: float) -> bool:
     try:
         while time.monotonic() - start < budget_s:
             run()
+    except KeyboardInterrupt:  # a time limit's SIGINT (Hypothesis may print a seed first): not a failure
+        print(f"{name}: interrupted after {passed[0]} examples passed in {time.monotonic() - start:.0f} s, no failure")
+        raise SystemExit(2) from None
     except Exception as err:
         print(f"{name}: FAILED after {passed[0]} examples passed")
         print("".join(traceback.format_exception(err))[-6000:])

@@ -4,7 +4,7 @@
 #   programs   the random programs' GPU tests, about 300 s (budgets from PADVEC_GPU_PROGRAMS, default 80,
 #              PADVEC_GPU_GRAD_PROGRAMS, default 40, PADVEC_GPU_PROLOGUES, default 20); both parts together
 #              passed 540 s on 2026-12-05, so one call of the device tool runs one of them and the next the other
-#   fresh      the GPU tests not yet run on a GPU (named in FRESH below), first, so that a call cut short still
+#   fresh      the GPU tests added or changed last (named in FRESH below), first, so that a call cut short still
 #              reports them, about 40 s
 #   verify     both in one call: tests (330 s at most), then the random programs at half their budgets (40, 20
 #              and 10 examples, 200 s at most): one machine start fewer, where device time is short
@@ -67,7 +67,8 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-# the GPU tests added or changed since the last GPU run (2026-12-05): the view that doesn't fold, GPT-J's cut
+# the GPU tests added or changed last (first run on a GPU on 2026-12-06): the view that doesn't fold, GPT-J's cut;
+# a session that adds or changes a GPU test without running it names it here
 FRESH="does_not_fold or gptj_rotary"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do

@@ -147,7 +147,7 @@ def _program(spec):
                 index = [slice(None)] * v.dim()
                 index[dim] = slice((r // 3) % min(step, max(v.shape[dim], 1)), None, step)
                 v = v[tuple(index)] * 2
-            elif kind == "view":  # two dims of the first input merged, then every 2nd or 3rd element: layout
+            elif kind == "view":  # two dims of the first input merged, then strided (steps of 2 to 7): layout
                 # ops its loads read through its drawn strides (or a row-major copy, where they don't fold)
                 v = a
                 if v.dim() > 1 and v.numel():

@@ -139,13 +139,13 @@ def _row_reads(kernel: ir.Kernel, segment: Segment, lo: int, hi: int, dim: int) 
 
 def _row_pieces(kernel: ir.Kernel, segment: Segment, dim: int, itemsize: int) -> list[tuple[int, int]] | None:
     """Ranges along ``dim`` (the reference's last dim, or the one before a last dim narrower than a
-    vector: GPT-J's pairs) that split the reference's rows into segments of their own, or None;
-    ``itemsize``: the widest of the outputs' items. The
-    breakpoints of a row cut it into slabs; slabs that read overlapping columns of an input stay
-    together (a RoPE's rotated halves read each other's x), and a cut falls only where no group of
-    them spans it, on a 16-byte boundary, leaving pieces of at least ``MIN_ROW_PIECE_BYTES`` (else the
-    rows stay whole), one of which rotates (``_rotates``): partial rotary's rotated features and the
-    features it passes through (a plain cat of two tensors stays one segment)."""
+    vector: GPT-J's pairs) that split the reference's rows into segments of their own, or None
+    (``itemsize``: the widest of the outputs' items). The breakpoints of a row cut it into slabs; slabs
+    that read overlapping columns of an input stay together (a RoPE's rotated halves read each other's
+    x), and a cut falls only where no group of them spans it, on a 16-byte boundary, leaving pieces of at
+    least ``MIN_ROW_PIECE_BYTES`` (else the rows stay whole), one of which rotates (``_rotates``):
+    partial rotary's rotated features and the features it passes through (a plain cat of two tensors
+    stays one segment)."""
     if not ROW_PIECES or len(segment.shape) < 2 or not segment.stores:
         return None
     row = segment.shape[dim]

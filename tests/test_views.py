@@ -5,6 +5,8 @@ import itertools
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import torch
 from helpers import jit_and_run, randn, unfused_ops
 
@@ -217,3 +219,81 @@ def test_view_widths_follow_the_input_pointer_and_strides(emulated, generator):
     for got, want in zip(out, qkv_split_rope(shifted, cos, sin, nh, groups, hs, n)):
         assert torch.equal(got, want)
     assert all(explain(jitted)[0].widths[v] == 1 for v in views)
+
+
+@st.composite
+def _strided_inputs(draw):
+    """A view of a larger tensor: some dims permuted, sliced with steps and an offset."""
+    rank = draw(st.integers(1, 4))
+    shape = [draw(st.integers(1, 6)) for _ in range(rank)]
+    steps = [draw(st.sampled_from([1, 1, 2, 3])) for _ in range(rank)]
+    starts = [draw(st.integers(0, 1)) for _ in range(rank)]
+    order = draw(st.permutations(range(rank)))
+    return shape, steps, starts, order
+
+
+@st.composite
+def _chains(draw, shape):
+    """Up to four layout ops on ``shape`` as padvec's chains write them, and the same ops in PyTorch."""
+    ops = []
+
+    def reshape(new):
+        ops.append((("reshape", tuple(new)), lambda t, s=tuple(new): t.reshape(s)))
+        return list(new)
+
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["permute", "slice", "reshape", "reshape", "expand", "merge-slice"]))
+        if kind == "permute":
+            perm = tuple(draw(st.permutations(range(len(shape)))))
+            ops.append((("permute", perm), lambda t, p=perm: t.permute(p)))
+            shape = [shape[d] for d in perm]
+        elif kind in ("slice", "merge-slice"):  # one dim sliced, mostly with a step
+            d, part = draw(st.integers(0, len(shape) - 1)), 1
+            if kind == "merge-slice" and len(shape) > 1:  # the merge of two neighbours (a dim of two parts)
+                d = min(d, len(shape) - 2)
+                part = shape[d + 1]
+                shape = reshape(shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:])
+            start, end, step = [0] * len(shape), list(shape), [1] * len(shape)
+            step[d] = draw(st.sampled_from([1, 1, 2, 2, 3, 4]))
+            # mostly several kept; on a merge, sometimes whole parts cut off at either end
+            start[d] = min(draw(st.sampled_from([0, 1, step[d], part])), max(shape[d] - 1, 0))
+            end[d] = max(draw(st.sampled_from([shape[d], shape[d], shape[d] - 1, shape[d] - part])), start[d] + 1)
+            index = tuple(slice(a, b, s) for a, b, s in zip(start, end, step))
+            ops.append((("slice", tuple(start), tuple(end), tuple(step)), lambda t, i=index: t[i]))
+            shape = [len(range(a, b, s)) for a, b, s in zip(start, end, step)]
+        elif kind == "reshape":  # two neighbours merged, or a dim split by one of its divisors
+            if len(shape) > 1 and draw(st.booleans()):
+                d = draw(st.integers(0, len(shape) - 2))
+                shape = reshape(shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:])
+            else:
+                d = draw(st.integers(0, len(shape) - 1))
+                k = draw(st.sampled_from([k for k in range(1, shape[d] + 1) if shape[d] % k == 0]))
+                shape = reshape(shape[:d] + [k, shape[d] // k] + shape[d + 1:])
+        elif len(shape) < 5:  # broadcast_in_dim: a new dim of 3 in front, and every dim of 1 grown to 2
+            new = (3, *[2 if s == 1 else s for s in shape])
+            dims = tuple(range(1, len(shape) + 1))
+            ops.append((("expand", new, dims), lambda t, n=new: t.expand(n)))
+            shape = list(new)
+    return ops
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fold_of_random_chains_on_strided_inputs_addresses_what_torch_reads(data):
+    """Random chains of permute, strided slice, reshape and expand on random strided views: ``fold`` never
+    raises, and where it folds, the addresses it gives hold what PyTorch computes (each element of the
+    storage holds its own address, so equal values are equal addresses)."""
+    shape, steps, starts, order = data.draw(_strided_inputs())
+    big = [start + size * step for size, step, start in zip(shape, steps, starts)]
+    base = torch.arange(math.prod(big), dtype=torch.float64).reshape(big)
+    x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
+    x = x.permute(order)
+    ops = data.draw(_chains(list(x.shape)))
+    chain = tuple(op for op, _ in ops)
+    want = x
+    for _, apply in ops:
+        want = apply(want)
+    folded = fold(chain, tuple(x.shape), tuple(x.stride()))
+    if folded is not None:
+        assert tuple(math_prod(e for e, _ in comps) for comps in folded.dims) == tuple(want.shape), chain
+        assert torch.equal(_gather(x, folded), want), chain

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 import torch
 from helpers import jit_and_run, randn, unfused_ops
 
-import thunder_padvec
 from thunder_padvec import explain, schedule
 from thunder_padvec.examples import qkv_split_rope
 from thunder_padvec.vectorize.views import fold
@@ -304,13 +303,10 @@ def test_fold_of_random_chains_on_strided_inputs_addresses_what_torch_reads(data
         assert torch.equal(_gather(x, folded), want), chain
 
 
-def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager(monkeypatch):
-    """The same chains on random strided float32 inputs, then ``* 2 + 1``, through ``thunder.jit`` with padvec
-    (emulated, outputs poisoned with NaN): the result equals eager's bit for bit. Nearly every program is one
-    padvec kernel reading the input in its own layout or, where the chain does not fold its strides, a
-    row-major copy; a chain that folds on no layout (a reshape that splits an expanded dim across its
-    repeats, then a step) may stay in PyTorch."""
-    monkeypatch.setenv("THUNDER_PADVEC_POISON", "1")
+def _random_chains_through_padvec(device: str) -> dict[str, int]:
+    """The chains of ``_chains`` on random strided float32 inputs on ``device``, then ``* 2 + 1``, through
+    ``thunder.jit`` with padvec: each result equals eager's bit for bit. Returns how many programs ran as
+    padvec kernels alone, left ops to PyTorch, and read a row-major copy of their input."""
     seen = {"fused": 0, "left": 0, "copied": 0}
 
     @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -318,7 +314,7 @@ def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager(monkey
     def run(data):
         shape, steps, starts, order = data.draw(_strided_inputs())
         big = [start + size * step for size, step, start in zip(shape, steps, starts)]
-        base = torch.randn(big, generator=torch.Generator().manual_seed(len(seen) + sum(big)))
+        base = torch.randn(big, generator=torch.Generator().manual_seed(sum(seen.values()) + sum(big))).to(device)
         x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
         x = x.permute(order)
         ops = data.draw(_chains(list(x.shape), CHAIN_OPS + ("merge-slice",) * 2))  # more copies
@@ -328,11 +324,28 @@ def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager(monkey
                 t = apply(t)
             return t * 2.0 + 1.0
 
-        with thunder_padvec.emulation(True):
-            jitted, out, trace = jit_and_run(fn, x)
+        jitted, out, trace = jit_and_run(fn, x)
         assert torch.equal(out, fn(x)), [op for op, _ in ops]
         seen["left" if unfused_ops(trace) else "fused"] += 1
         seen["copied"] += any(report.copied for report in explain(jitted))
 
     run()
+    return seen
+
+
+def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager(emulated, monkeypatch):
+    """``_random_chains_through_padvec`` emulated, outputs poisoned with NaN. Nearly every program is one
+    padvec kernel reading the input in its own layout or, where the chain does not fold its strides, a
+    row-major copy; a chain that folds on no layout (a reshape that splits an expanded dim across its
+    repeats, then a step) may stay in PyTorch."""
+    monkeypatch.setenv("THUNDER_PADVEC_POISON", "1")
+    seen = _random_chains_through_padvec("cpu")
+    assert seen["fused"] >= 36 and seen["copied"] >= 1, seen
+
+
+@pytest.mark.gpu
+def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager_on_the_gpu(monkeypatch):
+    """The same on the GPU (the tuner's launch variants and the copy's launch included)."""
+    monkeypatch.setenv("THUNDER_PADVEC_POISON", "1")
+    seen = _random_chains_through_padvec("cuda")
     assert seen["fused"] >= 36 and seen["copied"] >= 1, seen

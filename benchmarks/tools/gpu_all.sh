@@ -67,13 +67,13 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-# the GPU tests added or changed last (first run on a GPU on 2026-12-06): the view that doesn't fold, GPT-J's cut;
+# the GPU tests added or changed last: random chains of layout ops on strided inputs (tests/test_views.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="does_not_fold or gptj_rotary"
+FRESH="random_chains"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in
-    fresh) timeout -s INT 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_gpu.py -k "$FRESH" 2>&1 \
+    fresh) timeout -s INT 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests -k "$FRESH" 2>&1 \
              | tee $OUT/gpu_fresh.log | tail -4 ;;
     tests) timeout -s INT 540 python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=12 \
              --ignore=tests/test_programs.py 2>&1 | tee $OUT/gpu_tests.log | tail -6 ;;

@@ -44,11 +44,11 @@
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
 # A part runs within its own time limit, so that one call of the device tool (10 minutes) can hold several.
-# Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack
-# into .whl/nb: nbclient nbformat jupyter_client jupyter_core traitlets pyzmq tornado ipykernel ipython comm
-# debugpy psutil nest_asyncio matplotlib-inline jedi parso prompt_toolkit wcwidth pexpect ptyprocess stack_data
-# executing asttokens pure_eval decorator fastjsonschema jsonschema jsonschema-specifications referencing
-# rpds-py attrs platformdirs python-dateutil six tqdm ipython_pygments_lexers pygments typing_extensions
+# Wheels: `bash ../shared/device/fetch_wheels.sh liger-kernel`, then for the notebooks the Jupyter stack for the GPU
+# machine's Python 3.12 into .whl/nb (about 17 MB), less what that machine has (packaging, typing_extensions,
+# python-dateutil): pip download --only-binary=:all: --python-version 3.12 --implementation cp --platform
+# manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d .whl/nb nbclient
+# nbformat ipykernel && rm .whl/nb/{packaging,typing_extensions,python_dateutil}-*.whl
 # Carry ".whl". Results files: python benchmarks/report.py $files/run_*.json back home.
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1

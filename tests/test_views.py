@@ -1,4 +1,5 @@
-"""Layout ops folded into loads: the folding itself, and LitGPT's qkv split fused with its RoPE."""
+"""Layout ops folded into loads: the folding itself (fixed and random chains), LitGPT's qkv split fused with its
+RoPE, and random chains through padvec."""
 
 import importlib
 import itertools

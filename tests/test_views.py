@@ -305,9 +305,9 @@ def test_fold_of_random_chains_on_strided_inputs_addresses_what_torch_reads(data
 
 
 def _random_chains_through_padvec(device: str) -> dict[str, int]:
-    """The chains of ``_chains`` on random strided float32 inputs on ``device``, then ``* 2 + 1``, through
-    ``thunder.jit`` with padvec: each result equals eager's bit for bit. Returns how many programs ran as
-    padvec kernels alone, left ops to PyTorch, and read a row-major copy of their input."""
+    """The chains of ``_chains`` on random strided inputs (float32, bf16 or fp16) on ``device``, then
+    ``* 2 + 1``, through ``thunder.jit`` with padvec: each result equals eager's bit for bit. Returns how many
+    programs ran as padvec kernels alone, left ops to PyTorch, and read a row-major copy of their input."""
     seen = {"fused": 0, "left": 0, "copied": 0}
 
     @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -315,7 +315,9 @@ def _random_chains_through_padvec(device: str) -> dict[str, int]:
     def run(data):
         shape, steps, starts, order = data.draw(_strided_inputs())
         big = [start + size * step for size, step, start in zip(shape, steps, starts)]
-        base = torch.randn(big, generator=torch.Generator().manual_seed(sum(seen.values()) + sum(big))).to(device)
+        dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))
+        base = torch.randn(big, generator=torch.Generator().manual_seed(sum(seen.values()) + sum(big)))
+        base = base.to(device=device, dtype=dtype)
         x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
         x = x.permute(order)
         ops = data.draw(_chains(list(x.shape), CHAIN_OPS + ("merge-slice",) * 2))  # more copies

@@ -223,14 +223,23 @@ def test_view_widths_follow_the_input_pointer_and_strides(emulated, generator):
 
 
 @st.composite
-def _strided_inputs(draw):
-    """A view of a larger tensor: some dims permuted, sliced with steps and an offset."""
+def _strided_inputs(draw, make):
+    """A view of a larger tensor ``make(shape)``: its dims sliced with steps and an offset, then permuted."""
     rank = draw(st.integers(1, 4))
     shape = [draw(st.integers(1, 6)) for _ in range(rank)]
     steps = [draw(st.sampled_from([1, 1, 2, 3])) for _ in range(rank)]
     starts = [draw(st.integers(0, 1)) for _ in range(rank)]
     order = draw(st.permutations(range(rank)))
-    return shape, steps, starts, order
+    base = make([start + size * step for size, step, start in zip(shape, steps, starts)])
+    x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
+    return x.permute(order)
+
+
+def _applied(ops, t: torch.Tensor) -> torch.Tensor:
+    """``t`` through the PyTorch side of ``_chains``'s ops."""
+    for _, apply in ops:
+        t = apply(t)
+    return t
 
 
 CHAIN_OPS = ("permute", "slice", "reshape", "reshape", "expand", "merge-slice")
@@ -288,16 +297,10 @@ def test_fold_of_random_chains_on_strided_inputs_addresses_what_torch_reads(data
     """Random chains of permute, strided slice, reshape and expand on random strided views: ``fold`` never
     raises, and where it folds, the addresses it gives hold what PyTorch computes (each element of the
     storage holds its own address, so equal values are equal addresses)."""
-    shape, steps, starts, order = data.draw(_strided_inputs())
-    big = [start + size * step for size, step, start in zip(shape, steps, starts)]
-    base = torch.arange(math.prod(big), dtype=torch.float64).reshape(big)
-    x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
-    x = x.permute(order)
+    x = data.draw(_strided_inputs(lambda big: torch.arange(math.prod(big), dtype=torch.float64).reshape(big)))
     ops = data.draw(_chains(list(x.shape)))
     chain = tuple(op for op, _ in ops)
-    want = x
-    for _, apply in ops:
-        want = apply(want)
+    want = _applied(ops, x)
     folded = fold(chain, tuple(x.shape), tuple(x.stride()))
     if folded is not None:
         assert tuple(math_prod(e for e, _ in comps) for comps in folded.dims) == tuple(want.shape), chain
@@ -313,19 +316,13 @@ def _random_chains_through_padvec(device: str) -> dict[str, int]:
     @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(data=st.data())
     def run(data):
-        shape, steps, starts, order = data.draw(_strided_inputs())
-        big = [start + size * step for size, step, start in zip(shape, steps, starts)]
         dtype = data.draw(st.sampled_from([torch.float32, torch.bfloat16, torch.float16]))
-        base = torch.randn(big, generator=torch.Generator().manual_seed(sum(seen.values()) + sum(big)))
-        base = base.to(device=device, dtype=dtype)
-        x = base[tuple(slice(a, None, s) for a, s in zip(starts, steps))][tuple(slice(0, n) for n in shape)]
-        x = x.permute(order)
+        generator = torch.Generator().manual_seed(sum(seen.values()))
+        x = data.draw(_strided_inputs(lambda big: torch.randn(big, generator=generator).to(device, dtype)))
         ops = data.draw(_chains(list(x.shape), CHAIN_OPS + ("merge-slice",) * 2))  # more copies
 
         def fn(t):
-            for _, apply in ops:
-                t = apply(t)
-            return t * 2.0 + 1.0
+            return _applied(ops, t) * 2.0 + 1.0
 
         jitted, out, trace = jit_and_run(fn, x)
         assert torch.equal(out, fn(x)), [op for op, _ in ops]

@@ -98,6 +98,86 @@ def test_unreadable_entries_and_an_unwritable_folder_never_break_a_call(tmp_path
         assert cache.compile_count["host"] > before
 
 
+def _fill_folders(tmp_path, monkeypatch, generator):
+    """A padvec run with its cache and dumps in ``tmp_path``, plus files of others and a half-written entry."""
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path / "dump"))
+    cache.clear_memory()
+    args = _rope_args(generator)
+    jit_and_run(rope_one_entry, *args)
+    cache.write_note(cache.digest("a decision"), "keep")
+    binary = next((tmp_path / "cache").rglob("*.host"))
+    (binary.parent / f".{binary.name}.x1y2.tmp").write_bytes(b"half")
+    others = [tmp_path / "cache" / "README", binary.parent / "mine.host", tmp_path / "dump" / "notes.txt",
+              tmp_path / "cache" / "zz" / ("0" * 64 + ".host")]
+    for path in others:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("not padvec's")
+    return args, others
+
+
+def test_cache_usage_counts_and_clear_removes_only_this_packages_files(tmp_path, monkeypatch, emulated, generator):
+    args, others = _fill_folders(tmp_path, monkeypatch, generator)
+    binaries = sorted((tmp_path / "cache").glob("[0-9a-f][0-9a-f]/*.host"))
+    usage = cache.disk_usage()
+    assert usage.binaries == {"host": len(binaries) - 1}  # less the other's own file named like an entry
+    assert usage.notes == 1 and usage.partial == 1 and usage.failed == 0
+    assert usage.dumps == len(list((tmp_path / "dump").glob("padvec_*"))) >= 1
+    assert usage.cache_bytes == sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*")
+                                    if p.is_file() and p not in others)
+    removed = cache.clear_disk()
+    assert (removed.binaries, removed.notes, removed.partial, removed.dumps) == (
+        usage.binaries, usage.notes, usage.partial, usage.dumps)
+    assert removed.cache_bytes == usage.cache_bytes and removed.failed == 0
+    assert all(p.read_text() == "not padvec's" for p in others)  # every other file stays
+    after = cache.disk_usage()
+    assert (sum(after.binaries.values()), after.notes, after.partial, after.dumps) == (0, 0, 0, 0)
+    assert not (tmp_path / "cache" / "notes").exists()  # shards left empty go too
+    # the next process (here: the memory forgotten) compiles again and computes the same
+    cache.clear_memory()
+    before = cache.compile_count["host"]
+    _, out, _ = jit_and_run(rope_one_entry, *args)
+    assert cache.compile_count["host"] > before
+    assert torch.equal(out, rope_one_entry(*args))
+
+
+def test_cache_command_reports_and_clears(tmp_path, monkeypatch, emulated, generator, capsys):
+    from thunder_padvec.__main__ import main
+
+    _fill_folders(tmp_path, monkeypatch, generator)
+    usage = cache.disk_usage()
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "cache") in out and f"{usage.binaries['host']} kernel binaries (host: {usage.binaries['host']})" in out
+    assert "1 measured decisions" in out and f"holds {usage.dumps} files" in out
+    assert main(["cache", "--clear"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert sum(cache.disk_usage().binaries.values()) == 0
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", "off")
+    assert main(["cache"]) == 0
+    assert "kernel cache: off" in capsys.readouterr().out
+
+
+def test_a_file_that_cannot_be_removed_is_counted_not_raised(tmp_path, monkeypatch, emulated, generator, capsys):
+    from pathlib import Path
+
+    from thunder_padvec.__main__ import main
+
+    _fill_folders(tmp_path, monkeypatch, generator)
+    real_unlink = Path.unlink
+
+    def unlink(self, *a, **k):
+        if self.suffix == ".txt" and self.parent.parent.name == "notes":
+            raise PermissionError(13, "read-only", str(self))
+        return real_unlink(self, *a, **k)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert main(["cache", "--clear"]) == 1
+    assert "1 files or folders could not be removed" in capsys.readouterr().out
+    usage = cache.disk_usage()
+    assert usage.notes == 1 and sum(usage.binaries.values()) == 0  # the rest went
+
+
 def test_two_processes_compiling_at_once_both_succeed_and_leave_the_cache_valid(tmp_path):
     env = {**os.environ, "THUNDER_PADVEC_CACHE_DIR": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Command line: ``python -m thunder_padvec {demo,bench,explain,doctor}``."""
+"""Command line: ``python -m thunder_padvec {demo,bench,explain,doctor,cache}``."""
 
 from __future__ import annotations
 
@@ -175,6 +175,32 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(f.status == "failed" for f in findings) else 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from .runtime import cache
+
+    usage = cache.clear_disk() if args.clear else cache.disk_usage()
+    verb = "removed" if args.clear else "holds"
+    if usage.cache_folder is None:
+        print("kernel cache: off (THUNDER_PADVEC_CACHE_DIR=off)")
+    else:
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(usage.binaries.items()))
+        binaries = f"{sum(usage.binaries.values())} kernel binaries" + (f" ({kinds})" if kinds else "")
+        partial = f", {usage.partial} unfinished writes" if usage.partial else ""
+        print(f"kernel cache {usage.cache_folder}: {verb} {binaries}, {usage.notes} measured decisions{partial}, "
+              f"{_size(usage.cache_bytes)}")
+    print(f"dumped sources {usage.dump_folder}: {verb} {usage.dumps} files, {_size(usage.dump_bytes)}")
+    if usage.failed:
+        print(f"{usage.failed} files or folders could not be {'removed' if args.clear else 'read'}")
+    return 1 if usage.failed else 0
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if nbytes < 1024 or unit == "MiB":
+            return f"{nbytes} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m thunder_padvec", description=thunder_padvec.__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     doctor = sub.add_parser("doctor", help="what this machine gives padvec: NVRTC, the host compiler, the GPU, "
                                            "the disk cache, each checked")
     doctor.set_defaults(run=_doctor)
+    cache = sub.add_parser("cache", help="what the kernel cache and the dumped sources hold; --clear removes "
+                                         "them (only this package's files)")
+    cache.add_argument("--clear", action="store_true", help="remove the cached kernels, decisions and sources")
+    cache.set_defaults(run=_cache)
     args = parser.parse_args(argv)
     return args.run(args)
 

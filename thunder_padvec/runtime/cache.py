@@ -10,6 +10,10 @@ A source is compiled once even when several threads ask for it at the same time:
 the others wait for its result. ``prefetch`` starts the compiles of several sources in threads of their own
 (NVRTC releases the GIL while it compiles), so that a first call that builds a kernel's launch variants
 compiles them side by side instead of one after the other.
+
+The folders grow with every new kernel and every package version; ``disk_usage`` counts what this package
+wrote there and ``clear_disk`` removes it, leaving any other file alone
+(``python -m thunder_padvec cache [--clear]``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ import concurrent.futures
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -210,3 +215,131 @@ def clear_memory() -> None:
     with _lock:
         _memory.clear()
         _notes.clear()
+
+
+_ENTRY = re.compile(r"[0-9a-f]{64}\.(\w+)")  # a binary: <key>.<target kind>; a note: <key>.txt under notes/
+_DUMP = re.compile(r"padvec_[0-9a-f]{16}\.\w+")
+_PARTIAL = re.compile(r"\..+\.tmp")  # a write a killed process left unfinished (``_atomic_write``)
+
+
+@dataclass
+class Usage:
+    """This package's files in the cache and dump folders: counts and bytes (``failed``: files that could
+    not be read or removed)."""
+
+    cache_folder: Path | None
+    dump_folder: Path
+    binaries: collections.Counter = field(default_factory=collections.Counter)  # by target kind
+    notes: int = 0
+    partial: int = 0
+    cache_bytes: int = 0
+    dumps: int = 0
+    dump_bytes: int = 0
+    failed: int = 0
+
+
+def _own_files(usage: Usage):
+    """``(path, what)`` for each file this package wrote: "binary:<kind>", "note", "partial" or "dump"."""
+    folder = usage.cache_folder
+    if folder is not None and folder.is_dir():
+        for shard in _subfolders(folder, usage):
+            for path in _files(shard, usage):
+                match = _ENTRY.fullmatch(path.name)
+                if match and match.group(1) != "txt":
+                    yield path, f"binary:{match.group(1)}"
+                elif _PARTIAL.fullmatch(path.name):
+                    yield path, "partial"
+        notes = folder / "notes"
+        for shard in _subfolders(notes, usage) if notes.is_dir() else ():
+            for path in _files(shard, usage):
+                if _ENTRY.fullmatch(path.name) and path.suffix == ".txt":
+                    yield path, "note"
+                elif _PARTIAL.fullmatch(path.name):
+                    yield path, "partial"
+    if usage.dump_folder.is_dir():
+        for path in _files(usage.dump_folder, usage):
+            if _DUMP.fullmatch(path.name):
+                yield path, "dump"
+            elif _PARTIAL.fullmatch(path.name) and path.name[1:].startswith("padvec_"):
+                yield path, "dump"
+
+
+def _subfolders(folder: Path, usage: Usage) -> list[Path]:
+    """The two-hex-digit shards of ``folder``."""
+    try:
+        return sorted(p for p in folder.iterdir() if re.fullmatch(r"[0-9a-f]{2}", p.name) and p.is_dir())
+    except OSError:
+        usage.failed += 1
+        return []
+
+
+def _files(folder: Path, usage: Usage) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError:
+        usage.failed += 1
+        return []
+
+
+def _count(usage: Usage, path: Path, what: str) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        usage.failed += 1
+        return
+    if what == "dump":
+        usage.dumps += 1
+        usage.dump_bytes += size
+        return
+    usage.cache_bytes += size
+    if what == "note":
+        usage.notes += 1
+    elif what == "partial":
+        usage.partial += 1
+    else:
+        usage.binaries[what.split(":", 1)[1]] += 1
+
+
+def disk_usage() -> Usage:
+    """What this package keeps on disk: kernel binaries, measured decisions and dumped sources. Never raises."""
+    usage = Usage(knobs.cache_dir(), knobs.dump_dir())
+    for path, what in list(_own_files(usage)):
+        _count(usage, path, what)
+    return usage
+
+
+def clear_disk() -> Usage:
+    """Removes this package's files from the cache and dump folders (and shards left empty), and returns
+    what it removed. Other files stay; a process running meanwhile compiles what it misses again. Never
+    raises: a file that can't be removed counts in ``failed``."""
+    usage = Usage(knobs.cache_dir(), knobs.dump_dir())
+    for path, what in list(_own_files(usage)):
+        size_known = Usage(usage.cache_folder, usage.dump_folder)
+        _count(size_known, path, what)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            usage.failed += 1
+            continue
+        _merge(usage, size_known)
+    folder = usage.cache_folder
+    if folder is not None:
+        for parent in (folder / "notes", folder):
+            for shard in _subfolders(parent, usage) if parent.is_dir() else ():
+                try:
+                    shard.rmdir()
+                except OSError:  # not empty: another file, or an entry written meanwhile
+                    pass
+        try:
+            (folder / "notes").rmdir()
+        except OSError:
+            pass
+    return usage
+
+
+def _merge(into: Usage, part: Usage) -> None:
+    into.binaries.update(part.binaries)
+    for name in ("notes", "partial", "cache_bytes", "dumps", "dump_bytes", "failed"):
+        setattr(into, name, getattr(into, name) + getattr(part, name))

@@ -44,6 +44,9 @@ def ptxas(source: str, arch: str) -> tuple[int, int]:
     log = nvrtc._log(lib, program)
     lib.nvrtcDestroyProgram(program)
     registers, spills = re.search(r"Used (\d+) registers", log), re.search(r"(\d+) bytes spill stores", log)
+    if registers is None:  # the source did not compile: say why instead of failing on the missing count
+        first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200])
+        raise RuntimeError(f"ptxas gave no register count: {first}")
     return int(registers.group(1)), int(spills.group(1)) if spills else 0
 
 

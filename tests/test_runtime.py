@@ -109,7 +109,7 @@ def _fill_folders(tmp_path, monkeypatch, generator):
     binary = next((tmp_path / "cache").rglob("*.host"))
     (binary.parent / f".{binary.name}.x1y2.tmp").write_bytes(b"half")
     others = [tmp_path / "cache" / "README", binary.parent / "mine.host", tmp_path / "dump" / "notes.txt",
-              tmp_path / "cache" / "zz" / ("0" * 64 + ".host")]
+              tmp_path / "cache" / "zz" / ("0" * 64 + ".host"), binary.parent / ".mine.x1y2.tmp"]
     for path in others:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("not padvec's")

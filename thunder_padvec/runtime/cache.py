@@ -219,7 +219,8 @@ def clear_memory() -> None:
 
 _ENTRY = re.compile(r"[0-9a-f]{64}\.(\w+)")  # a binary: <key>.<target kind>; a note: <key>.txt under notes/
 _DUMP = re.compile(r"padvec_[0-9a-f]{16}\.\w+")
-_PARTIAL = re.compile(r"\..+\.tmp")  # a write a killed process left unfinished (``_atomic_write``)
+_PARTIAL = re.compile(r"\.([0-9a-f]{64}\.\w+|padvec_[0-9a-f]{16}\.\w+)\.\w+\.tmp")  # a write a killed process
+# left unfinished (``_atomic_write``: the entry's name, then mkstemp's random part)
 
 
 @dataclass
@@ -260,14 +261,15 @@ def _own_files(usage: Usage):
         for path in _files(usage.dump_folder, usage):
             if _DUMP.fullmatch(path.name):
                 yield path, "dump"
-            elif _PARTIAL.fullmatch(path.name) and path.name[1:].startswith("padvec_"):
+            elif _PARTIAL.fullmatch(path.name) and path.name.startswith(".padvec_"):
                 yield path, "dump"
 
 
 def _subfolders(folder: Path, usage: Usage) -> list[Path]:
     """The two-hex-digit shards of ``folder``."""
     try:
-        return sorted(p for p in folder.iterdir() if re.fullmatch(r"[0-9a-f]{2}", p.name) and p.is_dir())
+        return sorted(p for p in folder.iterdir()
+                      if re.fullmatch(r"[0-9a-f]{2}", p.name) and p.is_dir() and not p.is_symlink())
     except OSError:
         usage.failed += 1
         return []

@@ -176,6 +176,17 @@ def test_a_file_that_cannot_be_removed_is_counted_not_raised(tmp_path, monkeypat
     assert "1 files or folders could not be removed" in capsys.readouterr().out
     usage = cache.disk_usage()
     assert usage.notes == 1 and sum(usage.binaries.values()) == 0  # the rest went
+    # a folder that can't be searched (a parent without permission): counted, the rest still read
+    real_is_dir = Path.is_dir
+
+    def is_dir(self):
+        if self == tmp_path / "dump":
+            raise PermissionError(13, "no search permission", str(self))
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
+    usage = cache.disk_usage()
+    assert usage.failed == 1 and usage.notes == 1 and usage.dumps == 0
 
 
 def test_two_processes_compiling_at_once_both_succeed_and_leave_the_cache_valid(tmp_path):

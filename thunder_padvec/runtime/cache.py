@@ -242,7 +242,7 @@ class Usage:
 def _own_files(usage: Usage):
     """``(path, what)`` for each file this package wrote: "binary:<kind>", "note", "partial" or "dump"."""
     folder = usage.cache_folder
-    if folder is not None and folder.is_dir():
+    if folder is not None and _is_dir(folder, usage):
         for shard in _subfolders(folder, usage):
             for path in _files(shard, usage):
                 match = _ENTRY.fullmatch(path.name)
@@ -251,18 +251,26 @@ def _own_files(usage: Usage):
                 elif _PARTIAL.fullmatch(path.name):
                     yield path, "partial"
         notes = folder / "notes"
-        for shard in _subfolders(notes, usage) if notes.is_dir() else ():
+        for shard in _subfolders(notes, usage) if _is_dir(notes, usage) else ():
             for path in _files(shard, usage):
                 if _ENTRY.fullmatch(path.name) and path.suffix == ".txt":
                     yield path, "note"
                 elif _PARTIAL.fullmatch(path.name):
                     yield path, "partial"
-    if usage.dump_folder.is_dir():
+    if _is_dir(usage.dump_folder, usage):
         for path in _files(usage.dump_folder, usage):
             if _DUMP.fullmatch(path.name):
                 yield path, "dump"
             elif _PARTIAL.fullmatch(path.name) and path.name.startswith(".padvec_"):
                 yield path, "dump"
+
+
+def _is_dir(folder: Path, usage: Usage) -> bool:
+    try:
+        return folder.is_dir()
+    except OSError:  # a parent that can't be searched
+        usage.failed += 1
+        return False
 
 
 def _subfolders(folder: Path, usage: Usage) -> list[Path]:
@@ -329,7 +337,7 @@ def clear_disk() -> Usage:
     folder = usage.cache_folder
     if folder is not None:
         for parent in (folder / "notes", folder):
-            for shard in _subfolders(parent, usage) if parent.is_dir() else ():
+            for shard in _subfolders(parent, usage) if _is_dir(parent, usage) else ():
                 try:
                     shard.rmdir()
                 except OSError:  # not empty: another file, or an entry written meanwhile

@@ -42,7 +42,7 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
     known = {c.id for c in cases()}
     named, variants = set(), set()
     for words in _commands(TOOLS / "gpu_all.sh"):
-        if not any(w.endswith(("explore.py", "tune_probe.py")) for w in words):
+        if not any(w.endswith(("explore.py", "tune_probe.py", "flat_probe.py")) for w in words):
             continue
         named |= {w for w in words if CASE.match(w)}
         if "--variants" in words:

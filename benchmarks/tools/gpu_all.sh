@@ -40,6 +40,9 @@
 #              (MAX_ROWS_PER_THREAD=2; the H100 of 2026-12-05 ran the batch-2 RoPE forwards 0.8-1.7% faster so),
 #              the log under $OUT/rows2.log (about 450 s)
 #   hprobe     tools/host_probe.py: the fusion call's host time by piece, the log under $OUT/host-probe.log
+#   flat       tools/flat_probe.py on the RoPE forwards that trail torch.compile on the H100 (2026-12-06): Inductor's
+#              layout written by hand (a thread per 16-byte chunk) against padvec as built, the log under
+#              $OUT/flat-probe.log (on the H200 of 2026-12-06 it was no faster on three of these rows)
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -124,6 +127,10 @@ from thunder_padvec.bench.cases import cases
 print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not in c.id])") \
               --variants base: r2:MAX_ROWS_PER_THREAD=2 2>&1 | grep -v Warning | tee $OUT/rows2.log | tail -3) ;;
     hprobe) timeout -s INT 120 python3 benchmarks/tools/host_probe.py 2>&1 | grep -v Warning | tee $OUT/host-probe.log ;;
+    flat) (cd benchmarks/tools && timeout -s INT 400 python3 flat_probe.py --cases Llama-2-7b-b1-rope-bfloat16-fwd \
+              Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
+              Gemma-7b-b1-rope-bfloat16-fwd --flat 1 --lanes12 --blocks 128 256 2>&1 | grep -v Warning \
+              | tee $OUT/flat-probe.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -291,12 +291,15 @@ def _files(folder: Path, usage: Usage) -> list[Path]:
         return []
 
 
-def _count(usage: Usage, path: Path, what: str) -> None:
+def _size(path: Path, usage: Usage) -> int | None:
     try:
-        size = path.stat().st_size
+        return path.stat().st_size
     except OSError:
         usage.failed += 1
-        return
+        return None
+
+
+def _count(usage: Usage, what: str, size: int) -> None:
     if what == "dump":
         usage.dumps += 1
         usage.dump_bytes += size
@@ -314,7 +317,9 @@ def disk_usage() -> Usage:
     """What this package keeps on disk: kernel binaries, measured decisions and dumped sources. Never raises."""
     usage = Usage(knobs.cache_dir(), knobs.dump_dir())
     for path, what in list(_own_files(usage)):
-        _count(usage, path, what)
+        size = _size(path, usage)
+        if size is not None:
+            _count(usage, what, size)
     return usage
 
 
@@ -324,16 +329,15 @@ def clear_disk() -> Usage:
     raises: a file that can't be removed counts in ``failed``."""
     usage = Usage(knobs.cache_dir(), knobs.dump_dir())
     for path, what in list(_own_files(usage)):
-        size_known = Usage(usage.cache_folder, usage.dump_folder)
-        _count(size_known, path, what)
         try:
+            size = path.stat().st_size
             path.unlink()
-        except FileNotFoundError:
+        except FileNotFoundError:  # gone meanwhile
             continue
         except OSError:
             usage.failed += 1
             continue
-        _merge(usage, size_known)
+        _count(usage, what, size)
     folder = usage.cache_folder
     if folder is not None:
         for parent in (folder / "notes", folder):
@@ -347,9 +351,3 @@ def clear_disk() -> Usage:
         except OSError:
             pass
     return usage
-
-
-def _merge(into: Usage, part: Usage) -> None:
-    into.binaries.update(part.binaries)
-    for name in ("notes", "partial", "cache_bytes", "dumps", "dump_bytes", "failed"):
-        setattr(into, name, getattr(into, name) + getattr(part, name))

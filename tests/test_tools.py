@@ -42,7 +42,7 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
     known = {c.id for c in cases()}
     named, variants = set(), set()
     for words in _commands(TOOLS / "gpu_all.sh"):
-        if not any(w.endswith(("explore.py", "tune_probe.py", "flat_probe.py")) for w in words):
+        if not any(w.endswith(("explore.py", "tune_probe.py", "flat_probe.py", "bulk_probe.py")) for w in words):
             continue
         named |= {w for w in words if CASE.match(w)}
         if "--variants" in words:
@@ -54,3 +54,15 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
     assert named <= known, named - known
     for settings in variants:  # an unknown knob exits explore: SystemExit
         explore._restore(explore._apply(settings))
+
+
+def test_the_bulk_probe_kernels_give_eagers_outputs():
+    """The bulk probe's hand-written grouped-query kernels, run on the CPU through the host prelude (the bulk
+    copies as each thread's stores at the copies' addresses, every element checked to be written once)."""
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import bulk_probe
+    finally:
+        sys.path.remove(str(TOOLS))
+    results = bulk_probe.emulate(32, batch=1)
+    assert len(results) == 2 * len(bulk_probe.VARIANTS) and all(results)

@@ -43,6 +43,9 @@
 #   flat       tools/flat_probe.py on the RoPE forwards that trail torch.compile on the H100 (2026-12-06): Inductor's
 #              layout written by hand (a thread per 16-byte chunk) against padvec as built, the log under
 #              $OUT/flat-probe.log (on the H200 of 2026-12-06 it was no faster on three of these rows)
+#   bulk       tools/bulk_probe.py on the grouped-query qkv forwards (Llama-3-8B and Mistral-7B, b1 and b2): k, v and q
+#              staged in shared memory and copied out by bulk copies (cp.async.bulk) against stored from the
+#              registers, hand-written, beside padvec as built, the log under $OUT/bulk-probe.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -131,6 +134,10 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
               Gemma-7b-b1-rope-bfloat16-fwd --flat 1 --lanes12 --blocks 128 256 2>&1 | grep -v Warning \
               | tee $OUT/flat-probe.log | tail -3) ;;
+    bulk) (cd benchmarks/tools && timeout -s INT 300 python3 bulk_probe.py --cases \
+              Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd \
+              Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd 2>&1 \
+              | grep -v Warning | tee $OUT/bulk-probe.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -74,7 +74,7 @@ KERNEL = """
 PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned char*) {{
   if (phase != 1) return;
 #ifdef __CUDA_ARCH__
-  __shared__ alignas(128) unsigned char stage[{slots} * {tile_bytes} + 16];
+  __shared__ alignas(128) unsigned char stage[{slots} * {tile_bytes}];
 #endif
   const unsigned int tid = threadIdx.x;
   const unsigned int tile = {tile};

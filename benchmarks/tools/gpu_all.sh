@@ -46,6 +46,9 @@
 #   bulk       tools/bulk_probe.py on the grouped-query qkv forwards (Llama-3-8B and Mistral-7B, b1 and b2): k, v and q
 #              staged in shared memory and copied out by bulk copies (cp.async.bulk) against stored from the
 #              registers, hand-written, beside padvec as built, the log under $OUT/bulk-probe.log
+#   reloads    tools/explore.py on the rows behind torch.compile on the H100 (2026-12-06), as planned against one chunk of
+#              one row a lane with the other half's chunk loaded again (ALL_RELOADS=1: the flat probe's layout,
+#              which beat padvec's there with x kept), the log under $OUT/reloads.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -138,6 +141,13 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd \
               Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd 2>&1 \
               | grep -v Warning | tee $OUT/bulk-probe.log | tail -3) ;;
+    reloads) (cd benchmarks/tools && timeout -s INT 560 python3 explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd \
+              Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
+              Gemma-7b-b1-rope-bfloat16-fwd phi-2-b1-rope-bfloat16-fwd seed-b256-rope-bfloat16-fwd \
+              Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd Gemma-7b-b1-qkv_split_rope-bfloat16-fwd \
+              Llama-2-7b-b2-qkv_split_rope-bfloat16-fwd Gemma-7b-b2-qkv_split_rope-bfloat16-fwd \
+              Gemma-7b-b1-rope-bfloat16-fwd+bwd --variants base: flat:ALL_RELOADS=1 2>&1 | grep -v Warning \
+              | tee $OUT/reloads.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

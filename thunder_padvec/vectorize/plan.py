@@ -100,6 +100,7 @@ APART_BYTES = 4096  # ... that is, where its rows lie at least this far apart in
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
+ALL_RELOADS = False  # ... and where they do too: one chunk of one row a lane, as Inductor's kernels (experiments)
 PLAIN_VECTORS = 1  # 16-byte vectors a thread takes in a segment without rows, where they divide its rows (experiments)
 ROW_SHARING = 0.7  # several rows per thread only where that cuts a row's loads to this fraction, at most
 ROW_PIECE_SHARING = 0.8  # ... and for a piece of rows (Segment.row_piece: partial rotary's rotated features)
@@ -545,7 +546,7 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
     n, threads = len(seg.steps), seg.threads_per_row
     if not (LANE_STEPS and _uniform_steps(kernel, seg)):
         return seg
-    if WARP % (n * threads):  # teams that do not fit a warp: each lane loads the others' chunks again
+    if WARP % (n * threads) or ALL_RELOADS:  # teams that do not fit a warp: each lane loads the others' chunks again
         return replace(seg, lane_steps=n, reloads=True, row_dim=None, rows_per_thread=1) if LANE_RELOADS else seg
     if seg.rows_per_thread > 1 and not seg.groups % replace(seg, lane_steps=n).tile_rows:
         return replace(seg, lane_steps=n)

@@ -289,6 +289,38 @@ def test_steps_side_by_side_exchange_chunks_in_the_warp(generator, monkeypatch, 
     assert explain(jitted)[0].plan.segments[0].lane_steps == 2
 
 
+def test_the_first_call_times_lanes_that_reload_and_either_plan_gives_eagers_values(generator, monkeypatch, tmp_path):
+    """LitGPT's RoPE of a Llama-like shape: the first call times the plan whose lanes take one chunk of one
+    row each (the other half's chunk loaded again) beside the default, whose lanes exchange their chunks in
+    the warp, and keeps one; the output equals eager's whichever it keeps. Forced (``ALL_RELOADS``, no
+    timing), the reloading kernel's output equals eager's too."""
+    import importlib
+
+    from thunder_padvec import schedule
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    x = _cuda_randn(2, 32, 1024, 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (_cuda_randn(1024, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    before = tune.timings
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    (report,) = explain(jitted)
+    assert tune.timings == before + 1 and "keep, a chunk a lane " in report.choice, report.choice
+    reloads = report.choice.endswith(": keep, a chunk a lane")
+    assert [seg.reloads for seg in report.plan.segments] == [reloads]
+    assert ("padvec_exchange<" in report.kernel_source) != reloads
+
+    monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "ALL_RELOADS", True)
+    monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    x = _cuda_randn(2, 32, 1024, 128, dtype=torch.bfloat16, generator=generator)
+    jitted, out, _ = jit_and_run(litgpt_rope, x, cos, sin, 128)
+    assert torch.equal(out, litgpt_rope(x, cos, sin, 128))
+    (report,) = explain(jitted)
+    assert [seg.reloads for seg in report.plan.segments] == [True] and report.launch.block == 128
+    assert "padvec_exchange<" not in report.kernel_source
+
+
 def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_back(generator):
     """The first call of a specialization times the kernel with and without the evict_last hints (and in
     plane order where that changes it) on the call's tensors and keeps one; it computes the same values

@@ -463,6 +463,67 @@ def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path,
     assert built == [(True, True, False)] and spec.choice is None and len(timed) == 1
 
 
+def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_changes_the_kernel(monkeypatch, emulated,
+                                                                                           generator, tmp_path):
+    """Where a kernel's steps go side by side with lanes that exchange their chunks (LitGPT's RoPE here), the
+    first call also builds and times the plan whose lanes take one chunk of one row each and load the other
+    half's chunk again (``all_reloads``), and keeps it where it is the fastest; it is not offered where no
+    segment would change (the seed's RoPE), nor with ``TUNING.reload_variant`` off. The GPU parts (build,
+    timing) stand in here."""
+    from thunder_padvec import fusion, schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope
+    from thunder_padvec.explain import fusions
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "may_time", lambda device: True)
+    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
+    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: None)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    built, timed = [], []
+    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
+                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
+                        built.append((plan, one_row is not None)) or _FakeSpec(params, source))
+
+    def measure(runs, device):  # the last variant the fastest
+        timed.append([name for name, _ in runs])
+        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, (name, _) in enumerate(runs)))
+
+    monkeypatch.setattr(tune, "measure", measure)
+
+    def specialize(fn, shapes, rope_n):
+        x, cos, sin = (randn(*shape, dtype=torch.bfloat16, generator=generator) for shape in shapes)
+        _, _, trace = jit_and_run(fn, x, cos, sin, rope_n)
+        ((fusion_fn, _),) = fusions(trace)
+        layouts = tuple(vectorize.Layout(tuple(a.stride()), 16) for a in (x, cos, sin))
+
+        def planned(all_reloads=False):
+            return vectorize.plan(fusion_fn.projection, layouts, (16,), schedule.TUNING.max_row_bytes, 0,
+                                  all_reloads=all_reloads)
+        plan = planned()
+        built.clear()
+        timed.clear()
+        spec = fusion_fn._specialize_cuda(plan, schedule.schedule(plan), torch.device("cuda", 0), (x, cos, sin),
+                                          [torch.empty_like(x)], lambda: plan, lambda: plan,
+                                          lambda: planned(all_reloads=True))
+        return plan, spec
+
+    litgpt = (litgpt_rope, ((2, 8, 64, 128), (64, 128), (64, 128)), 128)
+    plan, spec = specialize(*litgpt)
+    assert timed[0][-1] == "keep, a chunk a lane" and "keep" in timed[0] and "plain" in timed[0]
+    (reloaded, replanned) = built[-1]
+    assert [seg.reloads for seg in reloaded.segments] == [True] and not replanned  # not planned again
+    assert all(p is plan and again for p, again in built[:-1])
+    assert spec.params.block == 128 and str(spec.choice).endswith(": keep, a chunk a lane")
+
+    seed = (rope_one_entry, ((2, 4, 8, 32), (8, 8), (8, 8)), 8)
+    specialize(*seed)
+    assert timed and not any("a chunk a lane" in name for name in timed[0])
+    monkeypatch.setattr(schedule.TUNING, "reload_variant", False)
+    specialize(*litgpt)
+    assert timed and not any("a chunk a lane" in name for name in timed[0])
+
+
 class _FakeModule:
     def __init__(self, blocks, local=0):
         self.blocks, self.local = blocks, local

@@ -376,6 +376,46 @@ def test_steps_side_by_side_in_teams_that_do_not_fit_a_warp_load_the_other_half_
     assert (seg.threads_per_row, seg.lane_steps, seg.rows_per_thread, seg.reloads) == (6, 1, 4, False)
 
 
+@pytest.mark.parametrize("form", ["rope", "qkv", "partial"])
+def test_lanes_that_reload_everywhere_take_a_chunk_of_a_row_each_and_compute_eagers_values(emulated, generator,
+                                                                                         monkeypatch, form):
+    """The plan the first call times beside the default (``all_reloads``; forced here with ``ALL_RELOADS``):
+    where the steps of a row go side by side with lanes that exchange their chunks (LitGPT's RoPE of 4 heads
+    a thread; the qkv form with grouped queries, whose k and v rows 4 heads share; phi-2's rotated piece of
+    32 features beside its 48 passed through), every such segment instead takes one chunk of one row a
+    lane and loads the other half's chunk again: no shuffles, one row a thread, blocks of 128 where every
+    segment reloads. Outputs poisoned with NaN first; each equals eager's bit for bit."""
+    from thunder_padvec.examples import litgpt_rope, qkv_split_rope
+
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    cos, sin = (randn(64, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    if form == "qkv":
+        qkv = randn(2, 64, (8 + 2 * 2) * 128, dtype=torch.bfloat16, generator=generator)
+        fn, args = qkv_split_rope, (qkv, cos, sin, 8, 2, 128, 128)
+    else:
+        rope_n = 128 if form == "rope" else 32
+        x = randn(2, 8, 64, 128 if form == "rope" else 80, dtype=torch.bfloat16, generator=generator)
+        fn, args = litgpt_rope, (x, cos[:, :rope_n], sin[:, :rope_n], rope_n)
+
+    def run():
+        jitted, out, _ = jit_and_run(fn, *args)
+        want = fn(*args)
+        for got, expected in zip(*((o,) if torch.is_tensor(o) else o for o in (out, want))):
+            assert torch.equal(got, expected)
+        return _report(jitted)
+
+    before = run()
+    exchanged = [seg for seg in before.plan.segments if seg.lane_steps > 1 and not seg.reloads]
+    assert exchanged and "padvec_exchange<" in before.kernel_source
+    monkeypatch.setattr(vectorize_plan, "ALL_RELOADS", True)
+    after = run()
+    for seg in after.plan.segments:
+        assert not seg.tiled or seg.lane_steps == 1 or (seg.reloads and seg.rows_per_thread == 1), seg.mapping
+    assert sum(seg.reloads for seg in after.plan.segments) >= len(exchanged)
+    assert "padvec_exchange<" not in after.kernel_source
+    assert after.launch.block == (128 if all(seg.reloads for seg in after.plan.segments) else 256)
+
+
 @pytest.mark.parametrize("threads, slots", [(1, 1), (2, 2), (3, 4), (4, 4), (6, 8), (8, 8), (12, 16), (32, 32)])
 def test_a_team_takes_the_rows_per_thread_of_the_power_of_two_it_stands_in_for(threads, slots):
     assert vectorize_plan.team_slots(threads) == slots

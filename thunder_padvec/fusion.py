@@ -249,6 +249,23 @@ def _distinct(items: list, key: Callable) -> list:
     return kept
 
 
+def _reloaded_option(plan, reloaded: Callable[[], vectorize.VectorPlan]) -> list:
+    """``[(name, plan, params, source)]`` of the plan whose steps side by side take one chunk of one row a
+    lane (``vectorize.plan``'s ``all_reloads``), where that changes a segment of ``plan`` that exchanged its
+    chunks in the warp or took its steps in turn; none otherwise, or where it can't be planned."""
+    try:
+        other = reloaded()
+    except PadvecError as err:
+        log.debug("no plan whose lanes reload: %s", err)
+        return []
+    if len(other.segments) != len(plan.segments) or not any(
+            o.reloads and not s.reloads for s, o in zip(plan.segments, other.segments)):
+        return []
+    params = schedule(other)
+    name = f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane"
+    return [(name, other, params, codegen.device_source(codegen.render(other, params)))]
+
+
 @dataclass
 class Specialization:
     """One layout's kernel, loaded and ready to launch."""
@@ -485,9 +502,10 @@ class PadvecFusion:
         strides = tuple(tuple(o.view(merged).stride() if merged else o.stride())
                         for o, merged in zip(outputs, self._merged))
 
-        def planned(max_rows: int | None = None, team_scale: int = TUNING.team_scale) -> vectorize.VectorPlan:
+        def planned(max_rows: int | None = None, team_scale: int = TUNING.team_scale,
+                    all_reloads: bool = False) -> vectorize.VectorPlan:
             return vectorize.plan(self.projection, layouts, out_alignments, TUNING.max_row_bytes, TUNING.min_threads,
-                                  strides, TUNING.register_rows, max_rows, team_scale)
+                                  strides, TUNING.register_rows, max_rows, team_scale, all_reloads)
 
         plan = planned()
         params = schedule(plan)
@@ -495,7 +513,8 @@ class PadvecFusion:
             # planned again once, whichever launch variants ask for it
             return self._specialize_cuda(plan, params, device, args, outputs,
                                          functools.cache(functools.partial(planned, 1)),
-                                         functools.cache(functools.partial(planned, 1, 2 * TUNING.team_scale)))
+                                         functools.cache(functools.partial(planned, 1, 2 * TUNING.team_scale)),
+                                         functools.partial(planned, all_reloads=True))
         from .runtime.host import HostModule
 
         source = codegen.host_source(codegen.render(plan, params))
@@ -508,28 +527,34 @@ class PadvecFusion:
 
     def _specialize_cuda(self, plan, params: LaunchParams, device: torch.device, args, outputs,
                          one_row: Callable[[], vectorize.VectorPlan] | None = None,
-                         wider: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
+                         wider: Callable[[], vectorize.VectorPlan] | None = None,
+                         reloaded: Callable[[], vectorize.VectorPlan] | None = None) -> Specialization:
         """The kernel of ``params``; or, where padvec measures its launch variants (``runtime.tune``), the
         fastest of them on this call's tensors, or the one a decision kept on disk names. ``one_row``:
         the plan again with one row per tiled thread (``_with_one_row``); ``wider``: with one row per
-        thread and twice the threads a row (``_with_wider_teams``)."""
+        thread and twice the threads a row (``_with_wider_teams``); ``reloaded``: with the lanes of steps
+        side by side taking a chunk each and loading the others' again, timed as a variant of its own
+        where it changes a segment (``_reloaded_option``)."""
         measured = TUNING.tune_hints and knobs.tune() and tune.may_time(device)
-        options = _distinct([(name, p, codegen.device_source(codegen.render(plan, p)))
-                             for name, p in (tune.variants(params) if measured else [(None, params)])],
-                            lambda option: option[2])
+        options = [(name, plan, p, codegen.device_source(codegen.render(plan, p)))
+                   for name, p in (tune.variants(params) if measured else [(None, params)])]
+        if measured and reloaded is not None and TUNING.reload_variant:
+            options += _reloaded_option(plan, reloaded)
+        options = _distinct(options, lambda option: option[3])
         key = chosen = None
         if len(options) > 1:
-            key = tune.decision_key([source for _, _, source in options], device)
-            chosen = tune.remembered(key, [name for name, _, _ in options])
+            key = tune.decision_key([source for *_, source in options], device)
+            chosen = tune.remembered(key, [name for name, *_ in options])
             if chosen is not None:
                 options = [o for o in options if o[0] == chosen]
             else:  # the variants compile side by side while the default builds here
-                _prefetch([source for _, _, source in options[1:]], device.index)
+                _prefetch([source for *_, source in options[1:]], device.index)
         built = []
-        for name, variant, source in options:
+        for name, variant_plan, variant, source in options:
+            replans = {"one_row": one_row, "wider": wider} if variant_plan is plan else {}
             try:
-                built.append((name, self._build_cuda(plan, variant, source, device, len(args) + len(outputs),
-                                                     one_row=one_row, wider=wider)))
+                built.append((name, self._build_cuda(variant_plan, variant, source, device, len(args) + len(outputs),
+                                                     **replans)))
             except PadvecError as err:
                 if not built:  # the default must build
                     raise

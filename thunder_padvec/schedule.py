@@ -40,6 +40,7 @@ class Tuning:
     one_row_fit: bool = True  # threads of a kernel of few blocks per SM take one row where that fits more (fusion)
     wave_fit: bool = True  # a launch whose last wave is mostly idle takes twice the threads a row (fusion)
     team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
+    reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
 
 
 TUNING = Tuning()

@@ -100,7 +100,7 @@ APART_BYTES = 4096  # ... that is, where its rows lie at least this far apart in
 LANE_STEPS = True  # tiled steps taken side by side by lanes that exchange (or reload) their chunks (see lane_steps)
 LANE_STEPS_MAX_SITES = 1.2  # ... where their one code holds at most this many times the sites of a step's own
 LANE_RELOADS = True  # ... and where their teams do not fit a warp evenly, each lane loading the others' chunks again
-ALL_RELOADS = False  # ... and where they do too: one chunk of one row a lane, as Inductor's kernels (experiments)
+ALL_RELOADS = False  # ... and where they do too, in every plan: one chunk of one row a lane (experiments; see lane_steps)
 PLAIN_VECTORS = 1  # 16-byte vectors a thread takes in a segment without rows, where they divide its rows (experiments)
 ROW_SHARING = 0.7  # several rows per thread only where that cuts a row's loads to this fraction, at most
 ROW_PIECE_SHARING = 0.8  # ... and for a piece of rows (Segment.row_piece: partial rotary's rotated features)
@@ -439,17 +439,17 @@ def rows_per_thread(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int,
 
 
 def tiled_rows(kernel: ir.Kernel, seg: SegmentPlan, min_threads: int, layouts: dict[str, Layout],
-               max_rows: int | None, output_layouts: tuple[Layout, ...]) -> SegmentPlan:
+               max_rows: int | None, output_layouts: tuple[Layout, ...], all_reloads: bool = False) -> SegmentPlan:
     """A tiled segment with its rows per thread (``rows_per_thread``) and its steps side by side where
     they may be (``lane_steps``); where the steps go side by side and the thread's rows lie apart
     (``rows_apart``), with ``APART_ROWS`` rows at most, if its steps still go side by side so."""
     row_dim, rows = rows_per_thread(kernel, seg, min_threads, layouts, max_rows)
-    planned = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows))
+    planned = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows), all_reloads)
     if rows <= APART_ROWS or planned.lane_steps == 1 or not rows_apart(kernel, planned, row_dim, layouts,
                                                                          output_layouts):
         return planned
     row_dim, rows = rows_per_thread(kernel, seg, min_threads, layouts, APART_ROWS)
-    fewer = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows))
+    fewer = lane_steps(kernel, replace(seg, row_dim=row_dim, rows_per_thread=rows), all_reloads)
     return fewer if fewer.lane_steps > 1 and fewer.rows_per_thread > 1 else planned
 
 
@@ -514,7 +514,7 @@ def _uniform_sites(kernel: ir.Kernel, seg: SegmentPlan) -> float:
     return every * len(columns) / own if own else 1.0
 
 
-def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
+def lane_steps(kernel: ir.Kernel, seg: SegmentPlan, all_reloads: bool = False) -> SegmentPlan:
     """``seg`` with its tiled row's steps taken side by side by ``len(steps)`` teams where they may be, else
     as it is (one team, in turn). Side by side where the steps are whole and consecutive (step ``k`` is
     chunks ``k * t`` to ``(k + 1) * t`` of ``t`` threads), the teams together fit a warp evenly, and every
@@ -542,11 +542,17 @@ def lane_steps(kernel: ir.Kernel, seg: SegmentPlan) -> SegmentPlan:
     team of 6 taking both halves of 4 heads in turn (17.4), b2 30.9 against 30.9 (29.4); its fwd+bwd b1
     33.4 against 34.0 (33.8), b2 58.3 against 59.1 (59.2); its qkv forward b1 32.4 against 31.9 (33.0), b2
     56.2 against 56.9 (69.0). A hand-written kernel of the same layout and rounding steps
-    (``tools/flat_probe.py``) took 17.2 and 29.4 µs."""
+    (``tools/flat_probe.py``) took 17.2 and 29.4 µs.
+
+    ``all_reloads`` (or ``ALL_RELOADS``): the lanes reload where the teams fit a warp too, one chunk of one
+    row each. The first call times that plan beside the default where it changes the kernel
+    (``fusion.PadvecFusion._specialize_cuda``): on the H100 it ran LitGPT's RoPE forwards 1-2% faster than
+    the lanes that exchange (Llama-2-7b b2 49.6 against 50.3 µs, torch.compile 49.3-49.7), on the H200 the
+    hand-written kernel of that layout was no faster (``benchmarks/NOTES.md``)."""
     n, threads = len(seg.steps), seg.threads_per_row
     if not (LANE_STEPS and _uniform_steps(kernel, seg)):
         return seg
-    if WARP % (n * threads) or ALL_RELOADS:  # teams that do not fit a warp: each lane loads the others' chunks again
+    if WARP % (n * threads) or all_reloads or ALL_RELOADS:  # each lane loads the others' chunks again
         return replace(seg, lane_steps=n, reloads=True, row_dim=None, rows_per_thread=1) if LANE_RELOADS else seg
     if seg.rows_per_thread > 1 and not seg.groups % replace(seg, lane_steps=n).tile_rows:
         return replace(seg, lane_steps=n)
@@ -786,12 +792,13 @@ def _staged_width(site: Site, width: int, staging: Staging) -> int:
 def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments: tuple[int, ...],
          max_row_bytes: int = MAX_ROW_BYTES, min_threads: int = MIN_THREADS,
          output_strides: tuple[tuple[int, ...], ...] | None = None, register_rows: bool = True,
-         max_rows: int | None = None, team_scale: int = 1) -> VectorPlan:
+         max_rows: int | None = None, team_scale: int = 1, all_reloads: bool = False) -> VectorPlan:
     """``output_strides``: where outputs are allocated in another order than row-major (their
     innermost dim stays innermost), the strides the kernel stores at. ``register_rows``: stage rows
     in registers where the chunks allow it (else always in shared memory). ``max_rows``: rows per
     tiled thread, at most (``rows_per_thread``). ``team_scale``: threads sharing a row, that many times
-    the planned count (``wider_teams``)."""
+    the planned count (``wider_teams``). ``all_reloads``: steps side by side take one chunk of one row a
+    lane, loading the other steps' chunks again, wherever they go side by side (``lane_steps``)."""
     kernel = projection.kernel
     shell = VectorPlan(projection, tuple(layouts), tuple(output_alignments), (), (),
                        tuple(map(tuple, output_strides)) if output_strides else None)
@@ -811,7 +818,7 @@ def plan(projection: Projection, layouts: tuple[Layout, ...], output_alignments:
         threads, steps = sharing or (1, ())
         seg = SegmentPlan(segment, lanes, chunk, tuple(widths), store_widths, threads_per_row=threads, steps=steps)
         if seg.tiled:
-            seg = tiled_rows(kernel, seg, min_threads, by_input, max_rows, output_layouts)
+            seg = tiled_rows(kernel, seg, min_threads, by_input, max_rows, output_layouts, all_reloads)
         if seg.whole_rows and not seg.tiled:
             seg = replace(seg, column_groups=_column_groups(seg))
         staged = _staging(kernel, seg, by_input, contiguous_outputs)

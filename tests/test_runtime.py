@@ -148,7 +148,8 @@ def test_cache_command_reports_and_clears(tmp_path, monkeypatch, emulated, gener
     usage = cache.disk_usage()
     assert main(["cache"]) == 0
     out = capsys.readouterr().out
-    assert str(tmp_path / "cache") in out and f"{usage.binaries['host']} kernel binaries (host: {usage.binaries['host']})" in out
+    host = usage.binaries["host"]
+    assert str(tmp_path / "cache") in out and f"{host} kernel binaries (host: {host})" in out
     assert "1 measured decisions" in out and f"holds {usage.dumps} files" in out
     assert main(["cache", "--clear"]) == 0
     assert "removed" in capsys.readouterr().out

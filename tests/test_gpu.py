@@ -321,12 +321,14 @@ def test_the_first_call_times_lanes_that_reload_and_either_plan_gives_eagers_val
     assert "padvec_exchange<" not in report.kernel_source
 
 
-def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_back(generator):
+def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_back(generator, monkeypatch, tmp_path):
     """The first call of a specialization times the kernel with and without the evict_last hints (and in
     plane order where that changes it) on the call's tensors and keeps one; it computes the same values
     either way. A second jit of the function after the in-memory cache is cleared (a new process) reads
     the decision from disk and times nothing."""
     from thunder_padvec.runtime import cache, tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))  # no decision of an earlier run on disk
 
     cfg = configs.RopeConfig("phi-3-like", 1, 32, 32, 96, 96, 512)
     qkv = _cuda_randn(cfg.batch, cfg.seq, 3 * cfg.n_head * cfg.head_size, dtype=torch.bfloat16, generator=generator)

@@ -36,7 +36,6 @@ import torch
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import build, cases
 from thunder_padvec.explain import explain, fusions
-from thunder_padvec.timing import gbps, graph_median_ms
 
 
 COMBINE = """
@@ -241,22 +240,9 @@ def main() -> None:
         return
     from loop_probe import Probe, _registers  # the case harness and ptxas's registers (this folder)
 
-    class QkvProbe(Probe):
-        def same(self) -> bool:
-            self.fusion._poison = True  # outputs filled with NaN before the launch: unwritten elements show
-            same = _equal(self.jitted(*self.inputs), self.expected)
-            self.fusion._poison = False
-            return same
-
-        def timed(self, label: str, note: str = "") -> None:
-            same = self.same()
-            ms = graph_median_ms(lambda: self.jitted(*self.inputs))
-            self._print(label, f"{ms * 1e3:7.1f} us {gbps(self.io_bytes, ms):6.0f} GB/s "
-                               f"{self.copy / ms:6.1%} of copy  equal to eager: {same}  {note}")
-
     by_id = {case.id: case for case in cases()}
     for case_id in args.cases:
-        probe = QkvProbe(by_id[case_id], 20)
+        probe = Probe(by_id[case_id], 20)
         spec = probe.spec
         built, params = spec.module, spec.params
         config = probe.case.config

@@ -90,9 +90,9 @@ def _registers(source: str) -> str:
 class Probe:
     """padvec built on one of the suite's cases, for swapping its kernel: ``spec`` (module and launch
     parameters to replace), ``report`` (its plan and launch), ``body`` (its rendered code), ``load(source)``
-    (a kernel source compiled for this GPU and put in ``spec``), ``timed(label, note)`` (the output checked
-    against eager's, NaN-filled first, then the CUDA-graph time beside the copy's), ``timed_as_built()``
-    and ``peers()`` (torch.compile and the copy, printed after the variants)."""
+    (a kernel source compiled for this GPU and put in ``spec``), ``same()`` (every output equal to eager's,
+    NaN-filled first), ``timed(label, note)`` (``same()``, then the CUDA-graph time beside the copy's),
+    ``timed_as_built()`` and ``peers()`` (torch.compile and the copy, printed after the variants)."""
 
     def __init__(self, case, label_width: int) -> None:
         self.case, self.width = case, label_width
@@ -117,10 +117,16 @@ class Probe:
     def _print(self, label: str, text: str) -> None:
         print(f"{self.case.id:36s} {label:{self.width}s} {text}", flush=True)
 
-    def timed(self, label: str, note: str = "") -> None:
-        self.fusion._poison = True  # outputs filled with NaN before the launch: unwritten elements show
-        same = torch.equal(self.jitted(*self.inputs), self.expected[0])
+    def same(self) -> bool:
+        """Whether every output equals eager's, filled with NaN before the launch (unwritten elements show)."""
+        self.fusion._poison = True
+        got = self.jitted(*self.inputs)
         self.fusion._poison = False
+        got = got if isinstance(got, tuple) else (got,)
+        return len(got) == len(self.expected) and all(torch.equal(a, b) for a, b in zip(got, self.expected))
+
+    def timed(self, label: str, note: str = "") -> None:
+        same = self.same()
         ms = graph_median_ms(lambda: self.jitted(*self.inputs))
         self._print(label, f"{ms * 1e3:7.1f} us {gbps(self.io_bytes, ms):6.0f} GB/s "
                            f"{self.copy / ms:6.1%} of copy  equal to eager: {same}  {note}")

@@ -476,6 +476,7 @@ def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_change
     from thunder_padvec.explain import fusions
     from thunder_padvec.runtime import tune
 
+    render = fusion.codegen.render
     monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tune, "may_time", lambda device: True)
     monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
@@ -523,6 +524,13 @@ def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_change
     monkeypatch.setattr(schedule.TUNING, "reload_variant", False)
     specialize(*litgpt)
     assert timed and not any("a chunk a lane" in name for name in timed[0])
+    monkeypatch.setattr(schedule.TUNING, "reload_variant", True)  # a plan that fails: the others still timed
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "again"))  # (the decision above not read back)
+    cache.clear_memory()
+    monkeypatch.setattr(fusion.codegen, "render", lambda plan, params: (_ for _ in ()).throw(ValueError("x"))
+                        if any(seg.reloads for seg in plan.segments) else render(plan, params))
+    _, spec = specialize(*litgpt)
+    assert timed and not any("a chunk a lane" in name for name in timed[0]) and spec.params.block == 256
 
 
 class _FakeModule:

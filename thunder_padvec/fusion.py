@@ -252,18 +252,19 @@ def _distinct(items: list, key: Callable) -> list:
 def _reloaded_option(plan, reloaded: Callable[[], vectorize.VectorPlan]) -> list:
     """``[(name, plan, params, source)]`` of the plan whose steps side by side take one chunk of one row a
     lane (``vectorize.plan``'s ``all_reloads``), where that changes a segment of ``plan`` that exchanged its
-    chunks in the warp or took its steps in turn; none otherwise, or where it can't be planned."""
+    chunks in the warp or took its steps in turn; none otherwise, or where it can't be planned or rendered
+    (an optional variant: the default stands)."""
     try:
         other = reloaded()
-    except PadvecError as err:
+        if len(other.segments) != len(plan.segments) or not any(
+                o.reloads and not s.reloads for s, o in zip(plan.segments, other.segments)):
+            return []
+        params = schedule(other)
+        source = codegen.device_source(codegen.render(other, params))
+    except Exception as err:
         log.debug("no plan whose lanes reload: %s", err)
         return []
-    if len(other.segments) != len(plan.segments) or not any(
-            o.reloads and not s.reloads for s, o in zip(plan.segments, other.segments)):
-        return []
-    params = schedule(other)
-    name = f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane"
-    return [(name, other, params, codegen.device_source(codegen.render(other, params)))]
+    return [(f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane", other, params, source)]
 
 
 @dataclass

@@ -11,7 +11,9 @@
 #   notebooks  the notebooks executed on the GPU, written back under $OUT/notebooks (needs .whl/nb, below)
 #   fwd, bwd   the RoPE suite's forward and forward+backward cases, each form on its own (run JSONs under $OUT);
 #              fwd_rope, fwd_qkv, bwd_rope, bwd_qkv: one form alone (each part takes up to 330 s, and on a
-#              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls)
+#              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls; on
+#              an H100 of 2026-12-06 bwd_qkv passed 320 s). Give the device call 40 s more than the parts' limits:
+#              a part stopped by its own limit still writes its run JSON, a call cut short by the device does not
 #   seed       the suite's seed rows alone, both passes
 #   gptj       the suite's GPT-J-6B rows alone (interleaved rotary), both passes
 #   gathers    tools/explore.py on the GPT-J-6B rows, narrow loads moved from registers (vectorize.gathers) against

@@ -527,8 +527,12 @@ def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_change
     monkeypatch.setattr(schedule.TUNING, "reload_variant", True)  # a plan that fails: the others still timed
     monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "again"))  # (the decision above not read back)
     cache.clear_memory()
-    monkeypatch.setattr(fusion.codegen, "render", lambda plan, params: (_ for _ in ()).throw(ValueError("x"))
-                        if any(seg.reloads for seg in plan.segments) else render(plan, params))
+
+    def failing_render(plan, params):
+        if any(seg.reloads for seg in plan.segments):
+            raise ValueError("a render that fails")
+        return render(plan, params)
+    monkeypatch.setattr(fusion.codegen, "render", failing_render)
     _, spec = specialize(*litgpt)
     assert timed and not any("a chunk a lane" in name for name in timed[0]) and spec.params.block == 256
 

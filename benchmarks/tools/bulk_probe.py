@@ -31,29 +31,26 @@ import itertools
 
 import thunder_padvec
 import thunder
-import torch
 
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import build, cases
 from thunder_padvec.explain import explain, fusions
 
+# padvec's prelude and arguments, then the trace's rounding steps of RoPE (padvec_probe_rope); the harness
+from flat_probe import _head
+from loop_probe import Probe, _registers, equal_outputs
 
-COMBINE = """
-// x * cos + rotated * sin, each product rounded to bf16 and the sum too, as the trace does
-PADVEC_FN float probe_rope(float u, float v, float c, float s, bool low) {
-  const float p = padvec_to_float(padvec_bf16_from_float(u * c));
-  const float q = padvec_to_float(padvec_bf16_from_float((low ? -v : v) * s));
-  return p + q;
-}
 
+HELPERS = """
 PADVEC_FN void probe_roped(padvec_bf16* out, const padvec_bf16* x, const padvec_bf16* y, const padvec_bf16* cs,
                            const padvec_bf16* sn, bool low) {
   #pragma unroll
   for (int e = 0; e < 8; e += 2)
     padvec_pack_bf16x2(&out[e],
-        probe_rope(padvec_to_float(x[e]), padvec_to_float(y[e]), padvec_to_float(cs[e]), padvec_to_float(sn[e]), low),
-        probe_rope(padvec_to_float(x[e + 1]), padvec_to_float(y[e + 1]), padvec_to_float(cs[e + 1]),
-                   padvec_to_float(sn[e + 1]), low));
+        padvec_probe_rope(padvec_to_float(x[e]), padvec_to_float(y[e]), padvec_to_float(cs[e]),
+                          padvec_to_float(sn[e]), low),
+        padvec_probe_rope(padvec_to_float(x[e + 1]), padvec_to_float(y[e + 1]), padvec_to_float(cs[e + 1]),
+                          padvec_to_float(sn[e + 1]), low));
 }
 
 // a row's other half: lane ^ 8 of the 16 that share it (read again from memory on the host)
@@ -94,7 +91,6 @@ PADVEC_FN void padvec_run(const int phase, const padvec_args& args, unsigned cha
   // a head's 16 tokens are one contiguous tile of its output: thread tid holds elements [8 tid, 8 tid + 8)
   const unsigned int first_head = b * {NH}u + j * {QPK}u;
   const unsigned int tile_at = tile * {TOK}u * 128u;
-  (void)tile_at;
 {body}
 }}
 
@@ -159,7 +155,7 @@ def kernel(config, outs: dict[str, str], stage_kv: bool, stage_q: bool, plane: b
                  "#endif\n")
     order = (f"blockIdx.x / {groups}u", f"blockIdx.x % {groups}u") if plane else (
         f"blockIdx.x % {tiles}u", f"blockIdx.x / {tiles}u")
-    source = COMBINE + KERNEL.format(slots=max(slot, 1), tile_bytes=tile_bytes, block=16 * tokens, tile=order[0],
+    source = HELPERS + KERNEL.format(slots=max(slot, 1), tile_bytes=tile_bytes, block=16 * tokens, tile=order[0],
                                      bg=order[1], G=c.n_query_groups, TOK=tokens, T=c.seq,
                                      W=(c.n_head + 2 * c.n_query_groups) * 128, QPK=qpk, QPK1=qpk + 1, QPK2=qpk + 2,
                                      NH=c.n_head, body=body)
@@ -172,10 +168,6 @@ VARIANTS = [(f"{name} {'plane' if plane else 'rows'} t{tokens}", kv, q, plane, t
             if tokens == 16 or plane]
 
 
-def _head(body: str) -> str:
-    return body[:body.index("template <int G> PADVEC_FN void padvec_segment0")]
-
-
 def _outputs(check) -> dict[str, str]:
     """Which argument of padvec's kernel holds q, k and v: the first assignment under which the ``regs``
     variant's outputs equal eager's (``check(outs)``)."""
@@ -184,11 +176,6 @@ def _outputs(check) -> dict[str, str]:
         if check(outs):
             return outs
     raise AssertionError("no assignment of the outputs gives eager's")
-
-
-def _equal(got, expected) -> bool:
-    got = got if isinstance(got, tuple) else (got,)
-    return len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected))
 
 
 def emulate(seq: int, batch: int = 2) -> list[bool]:
@@ -217,7 +204,7 @@ def emulate(seq: int, batch: int = 2) -> list[bool]:
                 spec.module = host.HostModule(host.compile_shared_object(codegen.host_source(head + source)))
                 spec.params = dataclasses.replace(spec.params, grid=grid, block=16 * tokens)
                 fusion._poison = True
-                same = _equal(jitted(*inputs), expected)
+                same = equal_outputs(jitted(*inputs), expected)
                 fusion._poison = False
                 return same
 
@@ -238,8 +225,6 @@ def main() -> None:
     if args.emulate:
         emulate(args.seq)
         return
-    from loop_probe import Probe, _registers  # the case harness and ptxas's registers (this folder)
-
     by_id = {case.id: case for case in cases()}
     for case_id in args.cases:
         probe = Probe(by_id[case_id], 20)

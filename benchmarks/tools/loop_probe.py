@@ -87,6 +87,12 @@ def _registers(source: str) -> str:
         return f"unknown ({err})"
 
 
+def equal_outputs(got, expected: tuple) -> bool:
+    """Whether a call's output (a tensor or a tuple) equals ``expected``, output by output, bit for bit."""
+    got = got if isinstance(got, tuple) else (got,)
+    return len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
 class Probe:
     """padvec built on one of the suite's cases, for swapping its kernel: ``spec`` (module and launch
     parameters to replace), ``report`` (its plan and launch), ``body`` (its rendered code), ``load(source)``
@@ -122,8 +128,7 @@ class Probe:
         self.fusion._poison = True
         got = self.jitted(*self.inputs)
         self.fusion._poison = False
-        got = got if isinstance(got, tuple) else (got,)
-        return len(got) == len(self.expected) and all(torch.equal(a, b) for a, b in zip(got, self.expected))
+        return equal_outputs(got, self.expected)
 
     def timed(self, label: str, note: str = "") -> None:
         same = self.same()

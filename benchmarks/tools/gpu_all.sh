@@ -54,6 +54,7 @@
 #   combos     tools/explore.py on the qkv forwards short of 95% of the copy on the H200 (2026-12-06) and Llama-2 b1's,
 #              the tuner off, each pair of evict_last hints (keep: every input; reused: cos and sin only, KEEP_ONCE=0)
 #              and block order (row order, plane order), beside the tuner's pick, the log under $OUT/combos.log
+#   combos_bwd the same on the backward kernels (padvec1) of the grouped-query qkv fwd+bwd rows, $OUT/combos_bwd.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -159,6 +160,10 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               phi-2-b1-qkv_split_rope-bfloat16-fwd Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: \
               keep:tune_hints=0 reused:tune_hints=0,KEEP_ONCE=0 keep_plane:tune_hints=0,plane_order=1 \
               reused_plane:tune_hints=0,KEEP_ONCE=0,plane_order=1 2>&1 | grep -v Warning | tee $OUT/combos.log | tail -3) ;;
+    combos_bwd) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --variants base: \
+              keep:tune_hints=0 reused:tune_hints=0,KEEP_ONCE=0 keep_plane:tune_hints=0,plane_order=1 \
+              reused_plane:tune_hints=0,KEEP_ONCE=0,plane_order=1 2>&1 | grep -v Warning | tee $OUT/combos_bwd.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

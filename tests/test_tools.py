@@ -42,7 +42,8 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
     known = {c.id for c in cases()}
     named, variants = set(), set()
     for words in _commands(TOOLS / "gpu_all.sh"):
-        if not any(w.endswith(("explore.py", "tune_probe.py", "flat_probe.py", "bulk_probe.py")) for w in words):
+        if not any(w.endswith(("explore.py", "tune_probe.py", "flat_probe.py", "bulk_probe.py", "layout_probe.py"))
+               for w in words):
             continue
         named |= {w for w in words if CASE.match(w)}
         if "--variants" in words:
@@ -66,3 +67,34 @@ def test_the_bulk_probe_kernels_give_eagers_outputs():
         sys.path.remove(str(TOOLS))
     results = bulk_probe.emulate(32, batch=1)
     assert len(results) == 2 * len(bulk_probe.VARIANTS) and all(results)
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_the_layout_probe_program_moves_the_qkv_forwards_bytes(groups, emulated, generator):
+    """The layout probe's program (the qkv form without RoPE): padvec claims it (a kernel), its outputs equal
+    eager's bit for bit, and it reads and writes what the forward does (cos and sin aside)."""
+    import thunder_padvec
+    import thunder
+    import torch
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import layout_probe
+    finally:
+        sys.path.remove(str(TOOLS))
+    from thunder_padvec import configs
+    from thunder_padvec.bench.measure import kernels
+    from thunder_padvec.examples import qkv_split_rope
+
+    cfg = configs.RopeConfig("probe", 1, 4, groups, 32, 32, 16)
+    qkv = torch.randn(1, 16, (cfg.n_head + 2 * groups) * 32, generator=generator).bfloat16()
+    cos, sin = (torch.randn(16, 32, generator=generator).bfloat16() for _ in range(2))
+    program = layout_probe.layout_only(cfg)
+    jitted = thunder.jit(program, executors=[thunder_padvec.padvec])
+    got, want = jitted(qkv, cos, sin), program(qkv, cos, sin)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert len(kernels(jitted)) == 1
+    forward = qkv_split_rope(qkv, cos, sin, cfg.n_head, groups, 32, 32)
+    assert [t.shape for t in want] == [t.shape for t in forward]
+    written = 3 * cfg.n_head * 16 * 32 * 2
+    assert layout_probe.io_bytes((qkv,), want) == qkv.nbytes + written

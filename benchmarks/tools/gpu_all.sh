@@ -55,6 +55,8 @@
 #              the tuner off, each pair of evict_last hints (keep: every input; reused: cos and sin only, KEEP_ONCE=0)
 #              and block order (row order, plane order), beside the tuner's pick, the log under $OUT/combos.log
 #   combos_bwd the same on the backward kernels (padvec1) of the grouped-query qkv fwd+bwd rows, $OUT/combos_bwd.log
+#   layout     tools/layout_probe.py on qkv forwards: the program against its layout ops alone (no RoPE, the same
+#              strided reads and writes), under padvec, torch.compile and eager, the log under $OUT/layout.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -164,6 +166,9 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --variants base: \
               keep:tune_hints=0 reused:tune_hints=0,KEEP_ONCE=0 keep_plane:tune_hints=0,plane_order=1 \
               reused_plane:tune_hints=0,KEEP_ONCE=0,plane_order=1 2>&1 | grep -v Warning | tee $OUT/combos_bwd.log | tail -3) ;;
+    layout) timeout -s INT 300 python3 benchmarks/tools/layout_probe.py Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
+              Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd \
+              phi-2-b1-qkv_split_rope-bfloat16-fwd 2>&1 | grep -v Warning | tee $OUT/layout.log | tail -3 ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -57,6 +57,10 @@
 #   combos_bwd the same on the backward kernels (padvec1) of the grouped-query qkv fwd+bwd rows, $OUT/combos_bwd.log
 #   layout     tools/layout_probe.py on qkv forwards: the program against its layout ops alone (no RoPE, the same
 #              strided reads and writes), under padvec, torch.compile and eager, the log under $OUT/layout.log
+#   blocks     tools/explore.py on the qkv forwards of Llama-3-8B b1 (grouped) and Llama-2-7b b1 (all heads), blocks of
+#              256 threads (16 rows) against 512 and 1024 (STAGED_WARPS=16, 32), the log under $OUT/blocks.log
+#   inductor   torch.compile's generated code (TORCH_LOGS=output_code) for Llama-2-7b b1's qkv forward, under
+#              $OUT/inductor.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -169,6 +173,11 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
     layout) timeout -s INT 300 python3 benchmarks/tools/layout_probe.py Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd \
               phi-2-b1-qkv_split_rope-bfloat16-fwd 2>&1 | grep -v Warning | tee $OUT/layout.log | tail -3 ;;
+    blocks) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
+              Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: w16:STAGED_WARPS=16 w32:STAGED_WARPS=32 2>&1 \
+              | grep -v Warning | tee $OUT/blocks.log | tail -3) ;;
+    inductor) (cd benchmarks/tools && TORCH_LOGS=output_code timeout -s INT 200 python3 explore.py \
+              --cases Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: > $OUT/inductor.log 2>&1; tail -3 $OUT/inductor.log) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

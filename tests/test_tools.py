@@ -48,7 +48,7 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
         named |= {w for w in words if CASE.match(w)}
         if "--variants" in words:
             for w in words[words.index("--variants") + 1:]:
-                if w.startswith("-") or w in ("2>&1", "|"):
+                if w.startswith(("-", ">", "2>")) or w == "|":
                     break
                 variants.add(w.split(":", 1)[1])
     assert named and variants  # the patterns still find them

@@ -319,3 +319,47 @@ def test_padvec_composes_with_executors_after_it_that_rematerialize_on_the_gpu(g
     reports = explain(jitted)
     assert {r.trace for r in reports} == {"forward", "backward"}
     assert all(r.launch is not None for r in reports), [str(r) for r in reports]
+
+
+@pytest.mark.parametrize("groups", [4, 2])
+def test_outputs_made_from_a_permuted_view_take_the_memory_order_pytorch_gives_them(emulated, generator, monkeypatch,
+                                                                                    groups):
+    """With ``TUNING.eager_orders``, the qkv form with a key and value head per query head (q and k computed
+    pointwise from views of qkv whose heads lie inner to the tokens) allocates q and k as eager lays them
+    out, heads inner to tokens: their strides are eager's, their values eager's bit for bit, and the kernel
+    writes them in that order (``explain`` names it). With grouped queries eager's q, k and v are row-major
+    (the reshape copies), and so are padvec's. Off, every output is row-major."""
+    from thunder_padvec.schedule import TUNING
+
+    qkv = randn(2, 16, (4 + 2 * groups) * 32, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(16, 32, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    args = (qkv, cos, sin, 4, groups, 32, 32)
+    want = qkv_split_rope(*args)
+    for on in (True, False):
+        monkeypatch.setattr(TUNING, "eager_orders", on)
+        jitted, got, _ = jit_and_run(qkv_split_rope, *args)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+        (report,) = explain(jitted)
+        if on:
+            assert [g.stride() for g in got] == [w.stride() for w in want]
+            assert list(report.output_orders.values()) == ([(0, 2, 1, 3)] * 2 if groups == 4 else []), str(report)
+        else:
+            assert all(g.is_contiguous() for g in got[:2]) and not report.output_orders
+    assert groups == 2 or not want[0].is_contiguous()  # the case is the one it means to be
+
+
+def test_the_memory_order_of_a_dense_tensor():
+    """``executor._dense_order``: dims by stride, those of size 1 in place; None for row-major, for gaps or
+    repeats, and for an order that moves the innermost dim."""
+    from thunder_padvec.executor import _dense_order
+
+    x = torch.empty(2, 5, 3, 8)
+    assert _dense_order(x) is None
+    assert _dense_order(x.permute(0, 2, 1, 3)) == (0, 2, 1, 3)
+    assert _dense_order(torch.empty(5, 1, 3, 8).permute(1, 2, 0, 3)) == (0, 2, 1, 3)  # the size-1 dim stays
+    assert _dense_order(torch.empty(1, 5, 3, 8).permute(0, 2, 1, 3)) == (0, 2, 1, 3)
+    assert _dense_order(x.transpose(2, 3)) is None  # the innermost dim moved
+    assert _dense_order(x[:, :, :2]) is None  # a gap
+    assert _dense_order(x[:, :1].expand(2, 5, 3, 8)) is None  # repeats
+    assert _dense_order(torch.empty(8)) is None

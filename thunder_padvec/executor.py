@@ -26,9 +26,10 @@ from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 from . import __version__, knobs, ops
 from .errors import InconsistentTrace, InternalError
 from .explain import fusions
-from .fusion import PadvecFusion, WithPrologue
+from .fusion import TORCH_DTYPES, PadvecFusion, WithPrologue
 from .lower import lower
 from .reshapes import UnfoldableReshape, merge_groups, split_groups
+from .schedule import TUNING
 
 log = logging.getLogger("thunder_padvec")
 
@@ -264,6 +265,8 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
+        if TUNING.eager_orders:  # where no permute decides: the order PyTorch lays it out in
+            orders = tuple(order or eager for order, eager in zip(orders, _eager_orders(fusion, len(orders))))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
         for key, order in zip(_output_keys(fusion), orders):
@@ -273,7 +276,51 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         while len(_OUTPUT_ORDERS) > _OUTPUT_ORDERS_KEPT:
             _OUTPUT_ORDERS.popitem(last=False)
         if any(orders):
-            log.debug("%s: outputs allocated in the order of their permutes: %s", bsym.sym.name, orders)
+            log.debug("%s: outputs allocated in the order of their permutes or PyTorch's: %s", bsym.sym.name, orders)
+
+
+def _eager_orders(fusion: PadvecFusion, count: int) -> tuple[tuple[int, ...] | None, ...]:
+    """The memory order of each kernel output as PyTorch lays it out from row-major inputs (the region run
+    by Thunder's PyTorch executor on meta tensors): an output computed pointwise from a permuted view (the
+    q and k of a qkv tensor, heads inner to tokens) comes out in the view's order, and allocated so, the
+    kernel writes it in the order it reads the input, and returns the strides PyTorch would. None where
+    that order is row-major, not a dense permutation keeping the innermost dim innermost, or not known
+    (the region does not run on meta tensors)."""
+    import torch
+
+    unknown = (None,) * count
+    if fusion._fallback is None:
+        return unknown
+    try:
+        run = fusion._fallback()
+        args = [torch.empty(node.type.shape, dtype=TORCH_DTYPES[node.type.dtype], device="meta")
+                for node in fusion.kernel.inputs]
+        outputs = list(run(*args))
+    except Exception as err:  # an op without a meta kernel: row-major, as before
+        log.debug("%s: PyTorch's output order not known: %s", fusion.name, err)
+        return unknown
+    view_positions = {position for position, _, _ in fusion.views}
+    written = [o for k, o in enumerate(outputs) if k not in view_positions]
+    if len(written) != count:
+        return unknown
+    return tuple(_dense_order(t) for t in written)
+
+
+def _dense_order(t) -> tuple[int, ...] | None:
+    """``order`` with ``t.permute(order)`` contiguous, where ``t`` is dense and that order keeps its innermost
+    dim innermost and is not row-major; else None. Dims of size 1 keep their places (their strides say
+    nothing); the others take theirs by stride, the largest first."""
+    sized = [d for d in range(t.ndim) if t.shape[d] > 1]
+    by_stride = iter(sorted(sized, key=lambda d: (-t.stride(d), d)))
+    order = tuple(next(by_stride) if t.shape[d] > 1 else d for d in range(t.ndim))
+    step = 1
+    for d in reversed(order):  # row-major in that order: each stride the product of the sizes after it
+        if t.shape[d] > 1 and t.stride(d) != step:
+            return None
+        step *= t.shape[d]
+    if not order or order[-1] != t.ndim - 1 or order == tuple(range(t.ndim)):
+        return None
+    return order
 
 
 def _permuted_order(proxy: TensorProxy, users: list[BoundSymbol]) -> tuple[int, ...] | None:

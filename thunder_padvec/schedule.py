@@ -41,6 +41,7 @@ class Tuning:
     wave_fit: bool = True  # a launch whose last wave is mostly idle takes twice the threads a row (fusion)
     team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
+    eager_orders: bool = False  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
 
 
 TUNING = Tuning()

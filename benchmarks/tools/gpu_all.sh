@@ -61,6 +61,9 @@
 #              256 threads (16 rows) against 512 and 1024 (STAGED_WARPS=16, 32), the log under $OUT/blocks.log
 #   inductor   torch.compile's generated code (TORCH_LOGS=output_code) for Llama-2-7b b1's qkv forward, under
 #              $OUT/inductor.log
+#   orders     tools/explore.py on the qkv forwards of the configurations with a key and value head per query head,
+#              outputs allocated row-major against in the memory order PyTorch gives them (eager_orders=1: q and k
+#              with heads inner to tokens, as qkv holds them), the log under $OUT/orders.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -178,6 +181,10 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               | grep -v Warning | tee $OUT/blocks.log | tail -3) ;;
     inductor) (cd benchmarks/tools && TORCH_LOGS=output_code timeout -s INT 200 python3 explore.py \
               --cases Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd --variants base: > $OUT/inductor.log 2>&1; tail -3 $OUT/inductor.log) ;;
+    orders) (cd benchmarks/tools && timeout -s INT 260 python3 explore.py --cases Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd \
+              phi-2-b1-qkv_split_rope-bfloat16-fwd Gemma-7b-b1-qkv_split_rope-bfloat16-fwd \
+              Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd \
+              --variants base: eager:eager_orders=1 2>&1 | grep -v Warning | tee $OUT/orders.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -265,7 +265,7 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
-        if TUNING.eager_orders:  # where no permute decides: the order PyTorch lays it out in
+        if TUNING.eager_orders and _transposes(bsym):  # where no permute decides: the order PyTorch lays it out in
             orders = tuple(order or eager for order, eager in zip(orders, _eager_orders(fusion, len(orders))))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
@@ -277,6 +277,12 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
             _OUTPUT_ORDERS.popitem(last=False)
         if any(orders):
             log.debug("%s: outputs allocated in the order of their permutes or PyTorch's: %s", bsym.sym.name, orders)
+
+
+def _transposes(bsym: BoundSymbol) -> bool:
+    """Whether a region transposes anything: without, PyTorch lays every output out row-major (pointwise ops,
+    cat, pad and slices of row-major tensors), and the region need not run to say so."""
+    return any(sub.sym.id == prims.PrimIDs.TRANSPOSE or _transposes(sub) for sub in bsym.subsymbols)
 
 
 def _eager_orders(fusion: PadvecFusion, count: int) -> tuple[tuple[int, ...] | None, ...]:

@@ -26,7 +26,7 @@ from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 from . import __version__, knobs, ops
 from .errors import InconsistentTrace, InternalError
 from .explain import fusions
-from .fusion import TORCH_DTYPES, PadvecFusion, WithPrologue
+from .fusion import TORCH_DTYPES, PadvecFusion, WithPrologue, strides_for_order
 from .lower import lower
 from .reshapes import UnfoldableReshape, merge_groups, split_groups
 from .schedule import TUNING
@@ -266,7 +266,8 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
         if TUNING.eager_orders and _transposes(bsym):  # where no permute decides: the order PyTorch lays it out in
-            orders = tuple(order or eager for order, eager in zip(orders, _eager_orders(fusion, len(orders))))
+            eager = _eager_orders(fusion, view_positions, len(orders))
+            orders = tuple(order or eager_order for order, eager_order in zip(orders, eager))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
         for key, order in zip(_output_keys(fusion), orders):
@@ -285,7 +286,7 @@ def _transposes(bsym: BoundSymbol) -> bool:
     return any(sub.sym.id == prims.PrimIDs.TRANSPOSE or _transposes(sub) for sub in bsym.subsymbols)
 
 
-def _eager_orders(fusion: PadvecFusion, count: int) -> tuple[tuple[int, ...] | None, ...]:
+def _eager_orders(fusion: PadvecFusion, view_positions: set[int], count: int) -> tuple[tuple[int, ...] | None, ...]:
     """The memory order of each kernel output as PyTorch lays it out from row-major inputs (the region run
     by Thunder's PyTorch executor on meta tensors): an output computed pointwise from a permuted view (the
     q and k of a qkv tensor, heads inner to tokens) comes out in the view's order, and allocated so, the
@@ -305,7 +306,6 @@ def _eager_orders(fusion: PadvecFusion, count: int) -> tuple[tuple[int, ...] | N
     except Exception as err:  # an op without a meta kernel: row-major, as before
         log.debug("%s: PyTorch's output order not known: %s", fusion.name, err)
         return unknown
-    view_positions = {position for position, _, _ in fusion.views}
     written = [o for k, o in enumerate(outputs) if k not in view_positions]
     if len(written) != count:
         return unknown
@@ -319,11 +319,9 @@ def _dense_order(t) -> tuple[int, ...] | None:
     sized = [d for d in range(t.ndim) if t.shape[d] > 1]
     by_stride = iter(sorted(sized, key=lambda d: (-t.stride(d), d)))
     order = tuple(next(by_stride) if t.shape[d] > 1 else d for d in range(t.ndim))
-    step = 1
-    for d in reversed(order):  # row-major in that order: each stride the product of the sizes after it
-        if t.shape[d] > 1 and t.stride(d) != step:
-            return None
-        step *= t.shape[d]
+    dense = strides_for_order(tuple(t.shape), order)
+    if any(t.shape[d] > 1 and t.stride(d) != dense[d] for d in range(t.ndim)):  # gaps or repeats
+        return None
     if not order or order[-1] != t.ndim - 1 or order == tuple(range(t.ndim)):
         return None
     return order

@@ -360,7 +360,7 @@ def apply_chain(t: torch.Tensor, chain: tuple) -> torch.Tensor:
     return t
 
 
-def _strides_for_order(shape, order: tuple[int, ...] | None) -> tuple[int, ...]:
+def strides_for_order(shape, order: tuple[int, ...] | None) -> tuple[int, ...]:
     """Strides of a tensor of ``shape`` whose dims, taken in ``order``, are row-major (None: row-major)."""
     order = order or tuple(range(len(shape)))
     placed = vectorize.contiguous_strides(tuple(shape[d] for d in order))
@@ -392,7 +392,7 @@ class PadvecFusion:
                          for o, shape in zip(kernel.outputs, shapes)]
         self.output_orders: tuple[tuple[int, ...] | None, ...] = (None,) * len(self._outputs)
         # per output: shape, strides and dtype to allocate (``torch.empty_strided``: the cheapest allocation)
-        self._allocations = [(tuple(shape), _strides_for_order(shape, None), dtype) for shape, dtype in self._outputs]
+        self._allocations = [(tuple(shape), strides_for_order(shape, None), dtype) for shape, dtype in self._outputs]
         self._specializations: dict[tuple, Specialization | Fallback] = {}
         self.last: Specialization | Fallback | None = None
         self._poison = knobs.poison_outputs()
@@ -414,7 +414,7 @@ class PadvecFusion:
             if order is not None and (sorted(order) != list(range(len(shape))) or order[-1] != len(shape) - 1):
                 raise ValueError(f"{self.name}: {order} is not a permutation keeping the last of {len(shape)} dims")
         self.output_orders = tuple(orders)
-        self._allocations = [(tuple(shape), _strides_for_order(shape, order), dtype)
+        self._allocations = [(tuple(shape), strides_for_order(shape, order), dtype)
                              for order, (shape, dtype) in zip(orders, self._outputs)]
         self._specializations.clear()
 

@@ -21,7 +21,7 @@ import thunder_padvec
 import thunder
 import torch
 
-from thunder_padvec.bench.cases import build, cases
+from thunder_padvec.bench.cases import build, cases, minimal_io_bytes
 from thunder_padvec.bench.measure import kernels
 from thunder_padvec.timing import copy_roofline_ms, graph_median_ms
 
@@ -41,12 +41,6 @@ def layout_only(config):
     return fn
 
 
-def io_bytes(args, outputs) -> int:
-    """Minimal IO as the suite counts it: every input read, every output not a view of one written."""
-    inputs = {a.untyped_storage().data_ptr() for a in args}
-    return sum(a.nbytes for a in args) + sum(o.nbytes for o in outputs if o.untyped_storage().data_ptr() not in inputs)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", nargs="+")
@@ -54,10 +48,11 @@ def main() -> None:
     by_id = {c.id: c for c in cases()}
     for case_id in args.cases:
         case = by_id[case_id]
-        fn, inputs, expected, _, _ = build(case, torch.Generator().manual_seed(0))
+        fn, inputs, _, _, _ = build(case, torch.Generator().manual_seed(0))
         for label, program in (("rope", fn), ("layout", layout_only(case.config))):
             outputs = program(*inputs)
-            nbytes = io_bytes(inputs if label == "rope" else inputs[:1], outputs)  # the layout reads no cos, sin
+            read = inputs if label == "rope" else inputs[:1]  # the layout reads no cos, sin
+            nbytes = minimal_io_bytes(read, outputs)
             copy = copy_roofline_ms(nbytes)
             print(f"{case_id} {label}: {nbytes / 1e6:.1f} MB, copy {copy * 1e3:.1f} us")
             torch._dynamo.reset()

@@ -80,6 +80,14 @@ def backward_bytes(args, cotangents) -> int:
     return sum(c.nbytes for c in cotangents) + cos.nbytes + sin.nbytes + x.nbytes
 
 
+def minimal_io_bytes(inputs, outputs) -> int:
+    """Every input read once, every output written once, but an output eager returns as a view of an input
+    (v, where groups == heads): that one is not written."""
+    storages = {a.untyped_storage().data_ptr() for a in inputs}
+    return sum(a.nbytes for a in inputs) + sum(o.nbytes for o in outputs
+                                                if o.untyped_storage().data_ptr() not in storages)
+
+
 def build(case: Case, generator: torch.Generator | None = None, device: str = "cuda"):
     """``(fn, args, expected outputs, io_bytes, cotangents)``: minimal IO reads each input and writes each
     output once; in "fwd+bwd" the backward adds reading the cotangents, cos and sin and writing x's
@@ -101,10 +109,7 @@ def build(case: Case, generator: torch.Generator | None = None, device: str = "c
     fn = _program(case)
     expected = fn(*args)
     outputs = expected if isinstance(expected, tuple) else (expected,)
-    # An output eager returns as a view of an input (v, where groups == heads) is not written.
-    inputs = {a.untyped_storage().data_ptr() for a in args}
-    written = [o for o in outputs if o.untyped_storage().data_ptr() not in inputs]
-    io_bytes = sum(a.nbytes for a in args) + sum(o.nbytes for o in written)
+    io_bytes = minimal_io_bytes(args, outputs)
     if case.pass_ == "fwd":
         return fn, args, outputs, io_bytes, None
     x = x.requires_grad_(True)

@@ -42,6 +42,7 @@ class Tuning:
     team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
     eager_orders: bool = False  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
+    eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
 
 
 TUNING = Tuning()

@@ -41,7 +41,7 @@ class Tuning:
     wave_fit: bool = True  # a launch whose last wave is mostly idle takes twice the threads a row (fusion)
     team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
-    eager_orders: bool = False  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
+    eager_orders: bool = True  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
     eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
 
 

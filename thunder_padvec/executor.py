@@ -265,7 +265,8 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
-        if TUNING.eager_orders and _transposes(bsym):  # where no permute decides: the order PyTorch lays it out in
+        if TUNING.eager_orders and _transposes(bsym) and _some_whole_lines(fusion):
+            # where no permute decides: the order PyTorch lays the output out in
             eager = _eager_orders(fusion, view_positions, len(orders))
             orders = tuple(order or eager_order for order, eager_order in zip(orders, eager))
         if any(orders) or any(fusion.output_orders):
@@ -316,8 +317,19 @@ def _whole_lines(t) -> bool:
     """Whether ``t``'s rows (its innermost dim) fill whole cache lines (``TUNING.eager_order_bytes``): rows in
     PyTorch's order lie apart, and a row that ends inside a line shares that line with a row another block
     writes (on an H100, Phi-3-mini's q and k, rows of 192 bytes, were written 4% slower so)."""
+    return t.ndim > 0 and _row_of_whole_lines(t.shape[-1] * t.element_size())
+
+
+def _row_of_whole_lines(row_bytes: int) -> bool:
     line = TUNING.eager_order_bytes
-    return t.ndim > 0 and line > 0 and (t.shape[-1] * t.element_size()) % line == 0
+    return line > 0 and row_bytes > 0 and row_bytes % line == 0
+
+
+def _some_whole_lines(fusion: PadvecFusion) -> bool:
+    """Whether any kernel output's rows are whole cache lines: else no order of PyTorch's is taken, and the
+    region need not run on meta tensors (the trace's time)."""
+    types = [fusion.kernel.node(name).type for name in fusion.kernel.outputs]
+    return any(t.shape and _row_of_whole_lines(t.shape[-1] * t.dtype.itemsize) for t in types)
 
 
 def _dense_order(t) -> tuple[int, ...] | None:

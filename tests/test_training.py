@@ -16,6 +16,7 @@ import torch
 from helpers import grads, randn, train_beside_eager
 from thunder_padvec import explain, padvec, padvec_cat
 from thunder_padvec.examples import AttentionBlock, LlamaBlock, litgpt_rope, qkv_split_rope, rope_one_entry
+from thunder_padvec.executor import _whole_lines
 
 # (id, program, x shape, rope_n_elem, extra kwargs) ; programs take (x, cos, sin)
 GRAD_CASES = [
@@ -24,6 +25,8 @@ GRAD_CASES = [
     ("phi2-partial", litgpt_rope, (2, 3, 8, 80), 32, {}),
     ("qkv-gqa", qkv_split_rope, (2, 8, (4 + 2 * 2) * 32), 32, dict(n_head=4, n_query_groups=2, head_size=32)),
     ("qkv-gqa4", qkv_split_rope, (1, 8, (8 + 2 * 2) * 32), 32, dict(n_head=8, n_query_groups=2, head_size=32)),
+    # a key and value head per query head, rows of 128 bytes in bf16: q and k in eager's order, heads inner to tokens
+    ("qkv-mha", qkv_split_rope, (2, 8, (4 + 2 * 4) * 64), 64, dict(n_head=4, n_query_groups=4, head_size=64)),
 ]
 
 
@@ -44,6 +47,10 @@ def _check_gradients(case, device, dtype, generator):
     _, exact_grad = grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
     for out, want in zip(outs, eager_outs):
         assert torch.equal(out, want)
+        # eager's memory order too (qkv-mha's q and k: heads inner to tokens) where rows are whole cache lines,
+        # else row-major (qkv-phi3-rows: rows of 192 bytes; see executor._eager_orders)
+        assert out.stride() == want.stride() or (out.is_contiguous() and not _whole_lines(want)), (
+            out.stride(), want.stride())
     padvec_error = (grad.double() - exact_grad).abs().max().item()
     eager_error = (eager_grad.double() - exact_grad).abs().max().item()
     assert padvec_error <= 2 * eager_error + 1e-6, (padvec_error, eager_error)

@@ -93,10 +93,11 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-# the GPU tests added or changed last: random chains of layout ops on strided inputs (tests/test_views.py), the
-# first call timing lanes that reload (tests/test_gpu.py);
+# the GPU tests added or changed last: the gradients of the qkv form with q and k in eager's order (qkv-mha,
+# tests/test_training.py), random chains of layout ops on strided inputs (tests/test_views.py), the first call
+# timing lanes that reload (tests/test_gpu.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="random_chains or lanes_that_reload"
+FRESH="mha or random_chains or lanes_that_reload"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in

@@ -23,3 +23,11 @@ def _tuning_from_environment() -> None:
 
 
 _tuning_from_environment()
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    """The run JSON names the tuning it ran with, where ``PADVEC_TUNING`` set any."""
+    import os
+
+    if os.environ.get("PADVEC_TUNING"):
+        machine_info["padvec_tuning"] = os.environ["PADVEC_TUNING"]

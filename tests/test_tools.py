@@ -57,6 +57,35 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
         explore._restore(explore._apply(settings))
 
 
+def test_a_benchmark_run_takes_its_tuning_from_the_environment(monkeypatch):
+    """``PADVEC_TUNING`` (benchmarks/conftest.py) sets ``schedule.TUNING``'s fields and names them in the run
+    JSON's machine info; an unknown name stops the run; every setting gpu_all.sh passes exists."""
+    import importlib.util
+
+    from thunder_padvec.schedule import TUNING
+
+    spec = importlib.util.spec_from_file_location("bench_conftest", TOOLS.parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("PADVEC_TUNING", raising=False)
+    spec.loader.exec_module(conftest)
+    for field in ("eager_orders", "block"):
+        monkeypatch.setattr(TUNING, field, getattr(TUNING, field))  # restored after the test
+    monkeypatch.setenv("PADVEC_TUNING", "eager_orders=0,block=128")
+    conftest._tuning_from_environment()
+    assert TUNING.eager_orders is False and TUNING.block == 128
+    info = {}
+    conftest.pytest_benchmark_update_machine_info(None, info)
+    assert info == {"padvec_tuning": "eager_orders=0,block=128"}
+    monkeypatch.setenv("PADVEC_TUNING", "eager_order=0")
+    with pytest.raises(SystemExit, match="eager_order"):
+        conftest._tuning_from_environment()
+    settings = re.findall(r"PADVEC_TUNING=(\S+)", (TOOLS / "gpu_all.sh").read_text())
+    assert settings
+    for setting in settings:
+        monkeypatch.setenv("PADVEC_TUNING", setting)
+        conftest._tuning_from_environment()
+
+
 def test_the_bulk_probe_kernels_give_eagers_outputs():
     """The bulk probe's hand-written grouped-query kernels, run on the CPU through the host prelude (the bulk
     copies as each thread's stores at the copies' addresses, every element checked to be written once)."""

@@ -14,8 +14,9 @@
 #              machine with a slow host bwd_qkv alone takes 270 s: then run bwd_rope and bwd_qkv in two calls; on
 #              an H100 of 2026-12-06 bwd_qkv passed 320 s). Give the device call 40 s more than the parts' limits:
 #              a part stopped by its own limit still writes its run JSON, a call cut short by the device does not
-#   fwd_qkv_eager the qkv form's forward rows with outputs in the memory order PyTorch gives them
-#              (PADVEC_TUNING=eager_orders=1, read by benchmarks/conftest.py), run_fwd_qkv_eager.json
+#   fwd_qkv_rowmajor the qkv form's forward rows with every output row-major (PADVEC_TUNING=eager_orders=0,
+#              read by benchmarks/conftest.py; the default since 2026-12-06 is the order PyTorch gives them),
+#              run_fwd_qkv_rowmajor.json
 #   seed       the suite's seed rows alone, both passes
 #   gptj       the suite's GPT-J-6B rows alone (interleaved rotary), both passes
 #   gathers    tools/explore.py on the GPT-J-6B rows, narrow loads moved from registers (vectorize.gathers) against
@@ -64,8 +65,9 @@
 #   inductor   torch.compile's generated code (TORCH_LOGS=output_code) for Llama-2-7b b1's qkv forward, under
 #              $OUT/inductor.log
 #   orders     tools/explore.py on the qkv forwards of the configurations with a key and value head per query head
-#              (rows of whole cache lines, and Phi-3-mini's of 192 bytes, which stay row-major), outputs allocated row-major against in the memory order PyTorch gives them (eager_orders=1: q and k
-#              with heads inner to tokens, as qkv holds them), the log under $OUT/orders.log
+#              (rows of whole cache lines, and Phi-3-mini's of 192 bytes, which stay row-major): outputs in the
+#              memory order PyTorch gives them (the default: q and k with heads inner to tokens, as qkv holds
+#              them) against row-major (eager_orders=0), the log under $OUT/orders.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -116,7 +118,7 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
-    fwd_qkv_eager) PADVEC_TUNING=eager_orders=1 suite fwd_qkv_eager "${SELECT[fwd_qkv]}" 250 ;;
+    fwd_qkv_rowmajor) PADVEC_TUNING=eager_orders=0 suite fwd_qkv_rowmajor "${SELECT[fwd_qkv]}" 250 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
     tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \
@@ -189,7 +191,7 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Llama-2-7b-b2-qkv_split_rope-bfloat16-fwd Gemma-7b-b1-qkv_split_rope-bfloat16-fwd \
               Gemma-7b-b2-qkv_split_rope-bfloat16-fwd pythia-160m-b1-qkv_split_rope-bfloat16-fwd \
               pythia-160m-b2-qkv_split_rope-bfloat16-fwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd \
-              --variants base: eager:eager_orders=1 2>&1 | grep -v Warning | tee $OUT/orders.log | tail -3) ;;
+              --variants base: rowmajor:eager_orders=0 2>&1 | grep -v Warning | tee $OUT/orders.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -357,6 +357,29 @@ def test_outputs_made_from_a_permuted_view_take_the_memory_order_pytorch_gives_t
     assert bool(runs) == (head_size == 64)
 
 
+def test_token_major_outputs_of_the_grouped_query_form(emulated, generator, monkeypatch):
+    """``TUNING.token_major`` (an experiment, off): the grouped-query form's q, k and v, row-major in eager,
+    are allocated heads inner to tokens, as qkv holds them; their values stay eager's bit for bit, and so
+    does qkv's gradient."""
+    from thunder_padvec.schedule import TUNING
+
+    monkeypatch.setattr(TUNING, "token_major", True)
+    qkv = randn(2, 8, (4 + 2 * 2) * 64, dtype=torch.bfloat16, generator=generator).requires_grad_()
+    cos, sin = (randn(8, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    args = (qkv, cos, sin, 4, 2, 64, 64)
+    jitted = thunder.jit(qkv_split_rope, executors=[padvec])
+    got, want = jitted(*args), qkv_split_rope(*args)
+    cotangents = [randn(*w.shape, dtype=torch.bfloat16, generator=generator) for w in want]
+    for g, w in zip(got, want):
+        assert torch.equal(g, w) and w.is_contiguous()
+        assert g.stride() == (8 * 4 * 64, 64, 4 * 64, 1)  # heads inner to tokens
+    (grad,) = torch.autograd.grad(got, qkv, cotangents)
+    (eager_grad,) = torch.autograd.grad(want, qkv, cotangents)
+    assert torch.equal(grad, eager_grad)
+    forward = [r for r in explain(jitted) if r.trace == "forward"]
+    assert [list(r.output_orders.values()) for r in forward] == [[(0, 2, 1, 3)] * 3], [str(r) for r in forward]
+
+
 def test_the_memory_order_of_a_dense_tensor():
     """``executor._dense_order``: dims by stride, those of size 1 in place; None for row-major, for gaps or
     repeats, and for an order that moves the innermost dim."""

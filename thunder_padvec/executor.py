@@ -269,6 +269,9 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
             # where no permute decides: the order PyTorch lays the output out in
             eager = _eager_orders(fusion, view_positions, len(orders))
             orders = tuple(order or eager_order for order, eager_order in zip(orders, eager))
+        if TUNING.token_major and _transposes(bsym):
+            orders = tuple(order or _token_major(fusion.kernel.node(name).type)
+                           for order, name in zip(orders, fusion.kernel.outputs))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
         for key, order in zip(_output_keys(fusion), orders):
@@ -330,6 +333,14 @@ def _some_whole_lines(fusion: PadvecFusion) -> bool:
     region need not run on meta tensors (the trace's time)."""
     types = [fusion.kernel.node(name).type for name in fusion.kernel.outputs]
     return any(t.shape and _row_of_whole_lines(t.shape[-1] * t.dtype.itemsize) for t in types)
+
+
+def _token_major(t) -> tuple[int, ...] | None:
+    """``TUNING.token_major``'s order for an output of type ``t``: (0, 2, 1, 3) for a 4-D output of whole-line
+    rows whose dims 1 and 2 both count more than one (the grouped-query form's q, k and v, [B, nh, T, hs],
+    written heads inner to tokens, in the order qkv holds them, though eager lays them out row-major)."""
+    rows_fit = t.shape and _row_of_whole_lines(t.shape[-1] * t.dtype.itemsize)
+    return (0, 2, 1, 3) if len(t.shape) == 4 and t.shape[1] > 1 and t.shape[2] > 1 and rows_fit else None
 
 
 def _dense_order(t) -> tuple[int, ...] | None:

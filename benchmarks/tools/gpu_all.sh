@@ -68,6 +68,9 @@
 #              (rows of whole cache lines, and Phi-3-mini's of 192 bytes, which stay row-major): outputs in the
 #              memory order PyTorch gives them (the default: q and k with heads inner to tokens, as qkv holds
 #              them) against row-major (eager_orders=0), the log under $OUT/orders.log
+#   tokens     tools/explore.py on the grouped-query qkv forwards (Llama-3-8B, Mistral-7B, b1 and b2) and their fwd+bwd at
+#              b1: q, k and v as eager lays them out (row-major, a plane per head) against heads inner to tokens
+#              (token_major=1: one stream in qkv's order, as the multi-head form's q and k), $OUT/tokens.log
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -192,6 +195,11 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Gemma-7b-b2-qkv_split_rope-bfloat16-fwd pythia-160m-b1-qkv_split_rope-bfloat16-fwd \
               pythia-160m-b2-qkv_split_rope-bfloat16-fwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd \
               --variants base: rowmajor:eager_orders=0 2>&1 | grep -v Warning | tee $OUT/orders.log | tail -3) ;;
+    tokens) (cd benchmarks/tools && timeout -s INT 330 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
+              Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd \
+              Mistral-7B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd --variants base: tokens:token_major=1 2>&1 | grep -v Warning \
+              | tee $OUT/tokens.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

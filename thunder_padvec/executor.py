@@ -265,13 +265,15 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         view_positions = {position for position, _, _ in fusion.views}
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
-        if TUNING.eager_orders and _transposes(bsym) and _some_whole_lines(fusion):
-            # where no permute decides: the order PyTorch lays the output out in
+        types = [fusion.kernel.node(name).type for name in fusion.kernel.outputs]
+        transposes = (TUNING.eager_orders or TUNING.token_major) and _transposes(bsym)
+        if transposes and TUNING.eager_orders and any(_whole_lines(t.shape, t.dtype.itemsize) for t in types):
+            # where no permute decides: the order PyTorch lays the output out in (the region runs on meta
+            # tensors only where some output could take it)
             eager = _eager_orders(fusion, view_positions, len(orders))
             orders = tuple(order or eager_order for order, eager_order in zip(orders, eager))
-        if TUNING.token_major and _transposes(bsym):
-            orders = tuple(order or _token_major(fusion.kernel.node(name).type)
-                           for order, name in zip(orders, fusion.kernel.outputs))
+        if transposes and TUNING.token_major:
+            orders = tuple(order or _token_major(t) for order, t in zip(orders, types))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
         for key, order in zip(_output_keys(fusion), orders):
@@ -313,34 +315,24 @@ def _eager_orders(fusion: PadvecFusion, view_positions: set[int], count: int) ->
     written = [o for k, o in enumerate(outputs) if k not in view_positions]
     if len(written) != count:
         return unknown
-    return tuple(_dense_order(t) if _whole_lines(t) else None for t in written)
+    return tuple(_dense_order(t) if _whole_lines(t.shape, t.element_size()) else None for t in written)
 
 
-def _whole_lines(t) -> bool:
-    """Whether ``t``'s rows (its innermost dim) fill whole cache lines (``TUNING.eager_order_bytes``): rows in
-    PyTorch's order lie apart, and a row that ends inside a line shares that line with a row another block
-    writes (on an H100, Phi-3-mini's q and k, rows of 192 bytes, were written 4% slower so)."""
-    return t.ndim > 0 and _row_of_whole_lines(t.shape[-1] * t.element_size())
-
-
-def _row_of_whole_lines(row_bytes: int) -> bool:
+def _whole_lines(shape, itemsize: int) -> bool:
+    """Whether rows (the innermost dim) of a tensor of ``shape`` fill whole cache lines
+    (``TUNING.eager_order_bytes``): rows in PyTorch's order lie apart, and a row that ends inside a line shares
+    that line with a row another block writes (on an H100, Phi-3-mini's q and k, rows of 192 bytes, were
+    written 4% slower so)."""
     line = TUNING.eager_order_bytes
-    return line > 0 and row_bytes > 0 and row_bytes % line == 0
-
-
-def _some_whole_lines(fusion: PadvecFusion) -> bool:
-    """Whether any kernel output's rows are whole cache lines: else no order of PyTorch's is taken, and the
-    region need not run on meta tensors (the trace's time)."""
-    types = [fusion.kernel.node(name).type for name in fusion.kernel.outputs]
-    return any(t.shape and _row_of_whole_lines(t.shape[-1] * t.dtype.itemsize) for t in types)
+    return len(shape) > 0 and line > 0 and shape[-1] > 0 and shape[-1] * itemsize % line == 0
 
 
 def _token_major(t) -> tuple[int, ...] | None:
     """``TUNING.token_major``'s order for an output of type ``t``: (0, 2, 1, 3) for a 4-D output of whole-line
     rows whose dims 1 and 2 both count more than one (the grouped-query form's q, k and v, [B, nh, T, hs],
     written heads inner to tokens, in the order qkv holds them, though eager lays them out row-major)."""
-    rows_fit = t.shape and _row_of_whole_lines(t.shape[-1] * t.dtype.itemsize)
-    return (0, 2, 1, 3) if len(t.shape) == 4 and t.shape[1] > 1 and t.shape[2] > 1 and rows_fit else None
+    four_d = len(t.shape) == 4 and t.shape[1] > 1 and t.shape[2] > 1
+    return (0, 2, 1, 3) if four_d and _whole_lines(t.shape, t.dtype.itemsize) else None
 
 
 def _dense_order(t) -> tuple[int, ...] | None:

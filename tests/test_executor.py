@@ -330,9 +330,11 @@ def test_outputs_made_from_a_permuted_view_take_the_memory_order_pytorch_gives_t
     strides are eager's, their values eager's bit for bit, and the kernel writes them in that order
     (``explain`` names it). Rows of 64 bytes stay row-major, and their region does not run on meta tensors
     to learn eager's order. With grouped queries eager's q, k and v are row-major (the reshape copies), and
-    so are padvec's. Off, every output is row-major."""
+    so are padvec's without ``TUNING.source_orders`` (off here). Off, every output is row-major."""
     from thunder_padvec import executor
     from thunder_padvec.schedule import TUNING
+
+    monkeypatch.setattr(TUNING, "source_orders", False)
 
     runs = []
     eager_orders = executor._eager_orders
@@ -357,27 +359,57 @@ def test_outputs_made_from_a_permuted_view_take_the_memory_order_pytorch_gives_t
     assert bool(runs) == (head_size == 64)
 
 
-def test_token_major_outputs_of_the_grouped_query_form(emulated, generator, monkeypatch):
-    """``TUNING.token_major`` (an experiment, off): the grouped-query form's q, k and v, row-major in eager,
-    are allocated heads inner to tokens, as qkv holds them; their values stay eager's bit for bit, and so
-    does qkv's gradient."""
+@pytest.mark.parametrize("head_size", [64, 32])
+def test_grouped_query_outputs_take_the_memory_order_of_qkv(emulated, generator, monkeypatch, head_size):
+    """With ``TUNING.source_orders``, the grouped-query form's q, k and v (row-major in eager: its reshape
+    copies) are allocated heads inner to tokens, as qkv holds them, where their rows are whole cache lines
+    (64 bf16 features); rows of 64 bytes stay row-major. Values stay eager's bit for bit, and so does qkv's
+    gradient; off, every output is row-major."""
     from thunder_padvec.schedule import TUNING
 
-    monkeypatch.setattr(TUNING, "token_major", True)
-    qkv = randn(2, 8, (4 + 2 * 2) * 64, dtype=torch.bfloat16, generator=generator).requires_grad_()
-    cos, sin = (randn(8, 64, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    args = (qkv, cos, sin, 4, 2, 64, 64)
-    jitted = thunder.jit(qkv_split_rope, executors=[padvec])
-    got, want = jitted(*args), qkv_split_rope(*args)
+    qkv = randn(2, 8, (4 + 2 * 2) * head_size, dtype=torch.bfloat16, generator=generator).requires_grad_()
+    cos, sin = (randn(8, head_size, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    args = (qkv, cos, sin, 4, 2, head_size, head_size)
+    want = qkv_split_rope(*args)
     cotangents = [randn(*w.shape, dtype=torch.bfloat16, generator=generator) for w in want]
-    for g, w in zip(got, want):
-        assert torch.equal(g, w) and w.is_contiguous()
-        assert g.stride() == (8 * 4 * 64, 64, 4 * 64, 1)  # heads inner to tokens
-    (grad,) = torch.autograd.grad(got, qkv, cotangents)
     (eager_grad,) = torch.autograd.grad(want, qkv, cotangents)
-    assert torch.equal(grad, eager_grad)
-    forward = [r for r in explain(jitted) if r.trace == "forward"]
-    assert [list(r.output_orders.values()) for r in forward] == [[(0, 2, 1, 3)] * 3], [str(r) for r in forward]
+    for on in (True, False):
+        monkeypatch.setattr(TUNING, "source_orders", on)
+        jitted = thunder.jit(qkv_split_rope, executors=[padvec])
+        got = jitted(*args)
+        taken = on and head_size == 64
+        for g, w in zip(got, want):
+            assert torch.equal(g, w) and w.is_contiguous()
+            assert g.stride() == ((8 * 4 * head_size, head_size, 4 * head_size, 1) if taken else w.stride())
+        (grad,) = torch.autograd.grad(got, qkv, cotangents)
+        assert torch.equal(grad, eager_grad)
+        forward = [r for r in explain(jitted) if r.trace == "forward"]
+        orders = [list(r.output_orders.values()) for r in forward]
+        assert orders == ([[(0, 2, 1, 3)] * 3] if taken else [[]]), [str(r) for r in forward]
+
+
+def test_the_memory_order_of_a_view():
+    """``executor._view_order``: a view's dims by their strides in its row-major input; None for row-major,
+    for an order that moves the innermost dim, and for a dim that only repeats."""
+    from thunder_padvec.executor import _view_order
+    from thunder_padvec.ir import DType, TensorType, View
+
+    def order(shape, chain, out_shape):
+        return _view_order(View("v", TensorType(out_shape, DType.bfloat16), "x", chain), shape)
+
+    assert order((2, 5, 3, 8), (("permute", (0, 2, 1, 3)),), (2, 3, 5, 8)) == (0, 2, 1, 3)
+    assert order((2, 5, 3, 8), (("permute", (0, 1, 3, 2)),), (2, 5, 8, 3)) is None  # the innermost dim moves
+    assert order((2, 5, 3, 8), (), (2, 5, 3, 8)) is None  # row-major
+    # the grouped-query form: qkv [B, T, groups * (q_per_kv + 2) * hs] to q [B, heads, T, hs] and an expanded k
+    grouped = (("reshape", (2, 16, 2, 4, 8)), ("permute", (0, 2, 3, 1, 4)))
+    q = grouped + (("slice", (0, 0, 0, 0, 0), (2, 2, 2, 16, 8)), ("reshape", (2, 4, 16, 8)))
+    assert order((2, 16, 64), q, (2, 4, 16, 8)) == (0, 2, 1, 3)
+    k = grouped + (("slice", (0, 0, 2, 0, 0), (2, 2, 3, 16, 8)), ("expand", (2, 2, 2, 16, 8), (0, 1, 2, 3, 4)),
+                   ("reshape", (2, 4, 16, 8)))
+    assert order((2, 16, 64), k, (2, 4, 16, 8)) == (0, 2, 1, 3)
+    repeated = (("reshape", (2, 1, 16, 8)), ("expand", (2, 4, 16, 8), (0, 1, 2, 3)))
+    assert order((2, 16, 8), repeated, (2, 4, 16, 8)) is None  # the heads only repeat
+    assert order((1, 5, 3, 8), (("permute", (0, 2, 1, 3)),), (1, 3, 5, 8)) == (0, 2, 1, 3)  # size 1 in place
 
 
 def test_the_memory_order_of_a_dense_tensor():

@@ -23,13 +23,14 @@ from thunder.executors.passes import update_fusion_call_ctx
 from thunder.executors.utils import Region
 from thunder.extend import FUEL_LEVEL, FusionExecutor, register_executor
 
-from . import __version__, knobs, ops
+from . import __version__, ir, knobs, ops
 from .errors import InconsistentTrace, InternalError
 from .explain import fusions
 from .fusion import TORCH_DTYPES, PadvecFusion, WithPrologue, strides_for_order
 from .lower import lower
 from .reshapes import UnfoldableReshape, merge_groups, split_groups
 from .schedule import TUNING
+from .vectorize.views import contiguous_strides, fold
 
 log = logging.getLogger("thunder_padvec")
 
@@ -266,14 +267,14 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         kernel_outputs = [p for k, p in enumerate(bsym.flat_proxy_outs) if k not in view_positions]
         orders = tuple(_permuted_order(proxy, consumers.get(proxy, [])) for proxy in kernel_outputs)
         types = [fusion.kernel.node(name).type for name in fusion.kernel.outputs]
-        transposes = (TUNING.eager_orders or TUNING.token_major) and _transposes(bsym)
+        transposes = (TUNING.eager_orders or TUNING.source_orders) and _transposes(bsym)
         if transposes and TUNING.eager_orders and any(_whole_lines(t.shape, t.dtype.itemsize) for t in types):
             # where no permute decides: the order PyTorch lays the output out in (the region runs on meta
             # tensors only where some output could take it)
             eager = _eager_orders(fusion, view_positions, len(orders))
             orders = tuple(order or eager_order for order, eager_order in zip(orders, eager))
-        if transposes and TUNING.token_major:
-            orders = tuple(order or _token_major(t) for order, t in zip(orders, types))
+        if transposes and TUNING.source_orders:
+            orders = tuple(order or source for order, source in zip(orders, _source_orders(fusion.kernel)))
         if any(orders) or any(fusion.output_orders):
             fusion.set_output_orders(orders)
         for key, order in zip(_output_keys(fusion), orders):
@@ -327,12 +328,66 @@ def _whole_lines(shape, itemsize: int) -> bool:
     return len(shape) > 0 and line > 0 and shape[-1] > 0 and shape[-1] * itemsize % line == 0
 
 
-def _token_major(t) -> tuple[int, ...] | None:
-    """``TUNING.token_major``'s order for an output of type ``t``: (0, 2, 1, 3) for a 4-D output of whole-line
-    rows whose dims 1 and 2 both count more than one (the grouped-query form's q, k and v, [B, nh, T, hs],
-    written heads inner to tokens, in the order qkv holds them, though eager lays them out row-major)."""
-    four_d = len(t.shape) == 4 and t.shape[1] > 1 and t.shape[2] > 1
-    return (0, 2, 1, 3) if four_d and _whole_lines(t.shape, t.dtype.itemsize) else None
+def _source_orders(kernel: ir.Kernel) -> tuple[tuple[int, ...] | None, ...]:
+    """Per kernel output: the memory order of the loads it is computed from, where every load of its rank
+    that reaches it through pointwise ops, casts, pads, slices and cats (ops that keep each dim in place) is
+    a view of an input in one order that keeps the innermost dim innermost and is not row-major, and the
+    output's rows are whole cache lines (``_whole_lines``); else None. Allocated so, the output is written in
+    the order its source is read, one stream each (the grouped-query form's q, k and v: eager's reshape
+    copies them row-major, a plane per head, while qkv holds them heads inner to tokens). A load of another
+    rank (cos and sin, broadcast) has no say; a row-major input of the output's rank keeps it row-major."""
+    orders = []
+    for name in kernel.outputs:
+        out = kernel.node(name).type
+        try:
+            found = _load_orders(kernel, name, out.rank) if _whole_lines(out.shape, out.dtype.itemsize) else {None}
+        except Exception as err:  # an order is a layout: row-major, as before, rather than no fusion
+            log.debug("%s: the order of its source not known: %s", name, err)
+            found = {None}
+        orders.append(found.pop() if len(found) == 1 else None)
+    return tuple(orders)
+
+
+def _load_orders(kernel: ir.Kernel, name: str, rank: int) -> set:
+    """The memory orders (``_view_order``) of the loads of rank ``rank`` that ``name`` is computed from
+    through rank-keeping ops; None stands for a row-major load or one of no single order."""
+    found, seen, stack = set(), set(), [name]
+    while stack:
+        node = kernel.node(stack.pop())
+        if node.name in seen or node.type.rank != rank:
+            continue
+        seen.add(node.name)
+        if isinstance(node, ir.Input):
+            found.add(None)
+        elif isinstance(node, ir.View):
+            found.add(_view_order(node, kernel.node(node.operand).type.shape))
+        elif isinstance(node, (ir.Elementwise, ir.Cast, ir.Pad, ir.Slice, ir.Cat)):
+            stack.extend(node.operand_names())
+    return found
+
+
+def _view_order(view: ir.View, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The order of ``view``'s dims in the memory of its row-major input of ``shape``, outermost first, by
+    the stride of each dim's innermost component that moves (size-1 dims keep their places); None where it
+    is row-major, moves the innermost dim, or is not one order (a dim that only repeats, or two dims of
+    equal strides)."""
+    layout = fold(view.chain, shape, contiguous_strides(shape))
+    if layout is None:
+        return None
+    sized = [d for d, size in enumerate(view.type.shape) if size > 1]
+    keys = {}
+    for d in sized:
+        moving = [stride for _, stride in layout.dims[d] if stride]
+        if not moving:
+            return None
+        keys[d] = moving[-1]
+    if len(set(keys.values())) != len(keys):
+        return None
+    by_stride = iter(sorted(sized, key=lambda d: -keys[d]))
+    order = tuple(next(by_stride) if d in keys else d for d in range(view.type.rank))
+    if order[-1] != view.type.rank - 1 or order == tuple(range(view.type.rank)):
+        return None
+    return order
 
 
 def _dense_order(t) -> tuple[int, ...] | None:

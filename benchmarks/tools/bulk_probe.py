@@ -18,7 +18,9 @@ results reach global memory:
 Each in the default block order (a group's tiles one after another) and in plane order (consecutive
 blocks take the same tokens of every group, sharing cos and sin). Every variant's outputs are checked
 against eager's (NaN-filled first) and timed beside padvec as built, torch.compile and the copy (CUDA-graph
-replay, L2 flushed). ``--emulate`` runs the variants on the CPU through the host prelude at a short
+replay, L2 flushed). The hand-written kernels write q, k and v row-major, as eager lays them out, so padvec
+builds them here with ``TUNING.source_orders`` off (by default it writes them heads inner to tokens, as
+qkv holds them). ``--emulate`` runs the variants on the CPU through the host prelude at a short
 sequence and checks their outputs there (the bulk copies become each thread's own stores at the
 addresses the copies write).
 """
@@ -26,6 +28,7 @@ addresses the copies write).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 
@@ -35,6 +38,7 @@ import thunder
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import build, cases
 from thunder_padvec.explain import explain, fusions
+from thunder_padvec.schedule import TUNING
 
 # padvec's prelude and arguments, then the trace's rounding steps of RoPE (padvec_probe_rope); the harness
 from flat_probe import _head
@@ -178,6 +182,16 @@ def _outputs(check) -> dict[str, str]:
     raise AssertionError("no assignment of the outputs gives eager's")
 
 
+@contextlib.contextmanager
+def row_major_outputs():
+    """padvec's outputs laid out row-major, as the hand-written kernels write them."""
+    kept, TUNING.source_orders = TUNING.source_orders, False
+    try:
+        yield
+    finally:
+        TUNING.source_orders = kept
+
+
 def emulate(seq: int, batch: int = 2) -> list[bool]:
     """The variants on the CPU (host prelude) at ``seq`` tokens, the grouped-query cases of ``batch``: each
     variant's outputs equal to eager's or not."""
@@ -185,7 +199,7 @@ def emulate(seq: int, batch: int = 2) -> list[bool]:
 
     results = []
 
-    with thunder_padvec.emulation():
+    with thunder_padvec.emulation(), row_major_outputs():
         for case in cases():
             c = case.config
             if case.form != "qkv_split_rope" or case.pass_ != "fwd" or c.n_query_groups == c.n_head or c.batch != batch:
@@ -225,8 +239,13 @@ def main() -> None:
     if args.emulate:
         emulate(args.seq)
         return
+    with row_major_outputs():
+        _probe(args.cases)
+
+
+def _probe(case_ids: list[str]) -> None:
     by_id = {case.id: case for case in cases()}
-    for case_id in args.cases:
+    for case_id in case_ids:
         probe = Probe(by_id[case_id], 20)
         spec = probe.spec
         built, params = spec.module, spec.params

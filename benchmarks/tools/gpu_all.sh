@@ -69,8 +69,10 @@
 #              memory order PyTorch gives them (the default: q and k with heads inner to tokens, as qkv holds
 #              them) against row-major (eager_orders=0), the log under $OUT/orders.log
 #   tokens     tools/explore.py on the grouped-query qkv forwards (Llama-3-8B, Mistral-7B, b1 and b2) and their fwd+bwd at
-#              b1: q, k and v as eager lays them out (row-major, a plane per head) against heads inner to tokens
-#              (token_major=1: one stream in qkv's order, as the multi-head form's q and k), $OUT/tokens.log
+#              b1: q, k and v heads inner to tokens, in qkv's order (the default since 2026-12-06, source_orders) against
+#              as eager lays them out (row-major, a plane per head: source_orders=0), $OUT/tokens.log
+#   fwd_qkv_eager the qkv form's forward rows with the grouped form's q, k and v as eager lays them out
+#              (source_orders off), run_fwd_qkv_eager.json
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -121,7 +123,8 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
             | grep -v Warning | tee $OUT/hunt.log | tail -20 ;;
     hunt_after) timeout -s INT 420 python3 benchmarks/tools/hunt.py --programs 110 --gradients 90 --pieces 50 --prologues 110 \
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
-    fwd_qkv_rowmajor) PADVEC_TUNING=eager_orders=0 suite fwd_qkv_rowmajor "${SELECT[fwd_qkv]}" 250 ;;
+    fwd_qkv_rowmajor) PADVEC_TUNING=eager_orders=0,source_orders=0 suite fwd_qkv_rowmajor "${SELECT[fwd_qkv]}" 250 ;;
+    fwd_qkv_eager) PADVEC_TUNING=source_orders=0 suite fwd_qkv_eager "${SELECT[fwd_qkv]}" 250 ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
     tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \
@@ -198,7 +201,7 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
     tokens) (cd benchmarks/tools && timeout -s INT 330 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd \
               Mistral-7B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd \
-              Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd --variants base: tokens:token_major=1 2>&1 | grep -v Warning \
+              Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd --variants base: eager:source_orders=0 2>&1 | grep -v Warning \
               | tee $OUT/tokens.log | tail -3) ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }

@@ -7,6 +7,8 @@ before each launch (conftest), so an unwritten element fails the comparison.
 import pytest
 import thunder
 import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from thunder.core import dtypes, prims
 from thunder.core.devices import Device
 from thunder.core.proxies import TensorProxy
@@ -388,6 +390,32 @@ def test_grouped_query_outputs_take_the_memory_order_of_qkv(emulated, generator,
         assert orders == ([[(0, 2, 1, 3)] * 3] if taken else [[]]), [str(r) for r in forward]
 
 
+def test_an_output_takes_its_sources_order_only_where_its_loads_agree(emulated, generator):
+    """``TUNING.source_orders`` on a program of its own: heads merged into the batch from a permuted x
+    (eager's reshape copies it row-major) come out in x's order, tokens outermost, where rows are whole
+    lines (32 floats); added to a row-major y of the same shape they stay row-major, as with rows of 16
+    floats. Values are eager's bit for bit."""
+
+    def merged(x):
+        B, T, H, D = x.shape
+        return x.permute(0, 2, 1, 3).reshape(B * H, T, D) * 2
+
+    def merged_plus(x, y):
+        return merged(x) + y
+
+    for D in (32, 16):
+        x = randn(2, 8, 3, D, generator=generator)
+        y = randn(6, 8, D, generator=generator)
+        for fn, args in ((merged, (x,)), (merged_plus, (x, y))):
+            jitted, got, _ = jit_and_run(fn, *args)
+            want = fn(*args)
+            assert torch.equal(got, want) and want.is_contiguous()
+            if fn is merged and D == 32:
+                assert got.stride() == (D, 6 * D, 1), got.stride()  # [B * H, T, D] in x's order: T outermost
+            else:
+                assert got.is_contiguous(), got.stride()
+
+
 def test_the_memory_order_of_a_view():
     """``executor._view_order``: a view's dims by their strides in its row-major input; None for row-major,
     for an order that moves the innermost dim, and for a dim that only repeats."""
@@ -410,6 +438,38 @@ def test_the_memory_order_of_a_view():
     repeated = (("reshape", (2, 1, 16, 8)), ("expand", (2, 4, 16, 8), (0, 1, 2, 3)))
     assert order((2, 16, 8), repeated, (2, 4, 16, 8)) is None  # the heads only repeat
     assert order((1, 5, 3, 8), (("permute", (0, 2, 1, 3)),), (1, 3, 5, 8)) == (0, 2, 1, 3)  # size 1 in place
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_a_views_memory_order_is_the_one_pytorch_gives_it(data):
+    """``executor._view_order`` (from the folded chain) against ``_dense_order`` of the view PyTorch makes
+    of a row-major tensor, on chains of permutes and reshapes that merge or split dims, wherever PyTorch's
+    result is a view (a reshape may copy)."""
+    from thunder_padvec.executor import _dense_order, _view_order
+    from thunder_padvec.fusion import apply_chain
+    from thunder_padvec.ir import DType, TensorType, View
+
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=5), label="shape"))
+    chain, current = [], shape
+    for step in data.draw(st.lists(st.sampled_from(["permute", "merge", "split"]), min_size=1, max_size=4),
+                          label="steps"):
+        if step == "permute":
+            chain.append(("permute", tuple(data.draw(st.permutations(range(len(current)))))))
+            current = tuple(current[d] for d in chain[-1][1])
+        elif step == "merge" and len(current) > 1:
+            k = data.draw(st.integers(0, len(current) - 2))
+            current = current[:k] + (current[k] * current[k + 1],) + current[k + 2:]
+            chain.append(("reshape", current))
+        elif step == "split" and 4 in current:
+            k = current.index(4)
+            current = current[:k] + (2, 2) + current[k + 1:]
+            chain.append(("reshape", current))
+    x = torch.empty(shape)
+    view = apply_chain(x, tuple(chain))
+    assume(view._base is x or (not chain and view is x))  # PyTorch made a view, not a copy
+    got = _view_order(View("v", TensorType(tuple(view.shape), DType.float32), "x", tuple(chain)), shape)
+    assert got == _dense_order(view), (chain, view.stride())
 
 
 def test_the_memory_order_of_a_dense_tensor():

@@ -260,7 +260,9 @@ def _remembered_orders(fusion: PadvecFusion) -> None:
 def _order_outputs_for_permutes(trace: TraceCtx) -> None:
     """An output whose one consumer permutes it (keeping its innermost dim) is allocated in the
     permuted order: the permute's result is then contiguous, and a reshape after it is a view
-    rather than a copy (the gradient of a qkv tensor, assembled from q, k and v)."""
+    rather than a copy (the gradient of a qkv tensor, assembled from q, k and v). In a region that
+    transposes, other outputs take the order PyTorch gives them (``_eager_orders``), else that of the views
+    they are read from (``_source_orders``), where their rows are whole cache lines."""
     _, consumers = utils.producers_and_consumers(trace)
     for fusion, bsym in fusions(trace, prologues=False):  # (a prologue's bound symbol has other outputs)
         view_positions = {position for position, _, _ in fusion.views}
@@ -284,7 +286,8 @@ def _order_outputs_for_permutes(trace: TraceCtx) -> None:
         while len(_OUTPUT_ORDERS) > _OUTPUT_ORDERS_KEPT:
             _OUTPUT_ORDERS.popitem(last=False)
         if any(orders):
-            log.debug("%s: outputs allocated in the order of their permutes or PyTorch's: %s", bsym.sym.name, orders)
+            log.debug("%s: outputs allocated in the order of their permutes, PyTorch's or their sources': %s",
+                      bsym.sym.name, orders)
 
 
 def _transposes(bsym: BoundSymbol) -> bool:

@@ -46,6 +46,7 @@ class Tuning:
     source_orders: bool = True  # other outputs of such a region in the memory order of the views they are read
     # from (executor._source_orders: the grouped-query form's q, k and v, heads inner to tokens, as qkv holds them)
 
+
 TUNING = Tuning()
 
 

@@ -43,8 +43,8 @@ class Tuning:
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
     eager_orders: bool = True  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
     eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
-    source_orders: bool = True  # other outputs of such a region in the memory order of the views they are read
-    # from (executor._source_orders: the grouped-query form's q, k and v, heads inner to tokens, as qkv holds them)
+    source_orders: bool = True  # else an output of a region that transposes in the memory order of the views it is
+    # read from (executor._source_orders: the grouped-query form's q, k and v, heads inner to tokens, as in qkv)
 
 
 TUNING = Tuning()

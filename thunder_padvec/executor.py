@@ -386,35 +386,40 @@ def _view_order(view: ir.View, shape: tuple[int, ...]) -> tuple[int, ...] | None
         keys[d] = moving[-1]
     if len(set(keys.values())) != len(keys):
         return None
-    by_stride = iter(sorted(sized, key=lambda d: -keys[d]))
-    order = tuple(next(by_stride) if d in keys else d for d in range(view.type.rank))
-    if order[-1] != view.type.rank - 1 or order == tuple(range(view.type.rank)):
-        return None
-    return order
+    order = _by_stride(keys, view.type.rank)
+    return order if _keeps_rows(order) else None
+
+
+def _by_stride(strides: dict[int, int], rank: int) -> tuple[int, ...]:
+    """The dims of a tensor of ``rank`` dims in memory order: those in ``strides`` (dim: stride; the dims of
+    more than one element) by stride, the largest first; the others (size 1, their strides say nothing) in
+    their places."""
+    by_stride = iter(sorted(strides, key=lambda d: (-strides[d], d)))
+    return tuple(next(by_stride) if d in strides else d for d in range(rank))
+
+
+def _keeps_rows(order: tuple[int, ...]) -> bool:
+    """Whether ``order`` is a permutation other than row-major that keeps the innermost dim innermost: one
+    an output can be allocated in with its rows still contiguous."""
+    return bool(order) and order[-1] == len(order) - 1 and order != tuple(range(len(order)))
 
 
 def _dense_order(t) -> tuple[int, ...] | None:
     """``order`` with ``t.permute(order)`` contiguous, where ``t`` is dense and that order keeps its innermost
     dim innermost and is not row-major; else None. Dims of size 1 keep their places (their strides say
     nothing); the others take theirs by stride, the largest first."""
-    sized = [d for d in range(t.ndim) if t.shape[d] > 1]
-    by_stride = iter(sorted(sized, key=lambda d: (-t.stride(d), d)))
-    order = tuple(next(by_stride) if t.shape[d] > 1 else d for d in range(t.ndim))
+    order = _by_stride({d: t.stride(d) for d in range(t.ndim) if t.shape[d] > 1}, t.ndim)
     dense = strides_for_order(tuple(t.shape), order)
     if any(t.shape[d] > 1 and t.stride(d) != dense[d] for d in range(t.ndim)):  # gaps or repeats
         return None
-    if not order or order[-1] != t.ndim - 1 or order == tuple(range(t.ndim)):
-        return None
-    return order
+    return order if _keeps_rows(order) else None
 
 
 def _permuted_order(proxy: TensorProxy, users: list[BoundSymbol]) -> tuple[int, ...] | None:
     """The permutation of the one consumer of ``proxy``, if that consumer permutes it and keeps its
     innermost dim innermost."""
     permutation = _permutation(users[0]) if len(users) == 1 else None
-    if permutation and permutation[-1] == proxy.ndim - 1 and permutation != tuple(range(proxy.ndim)):
-        return permutation
-    return None
+    return permutation if permutation and len(permutation) == proxy.ndim and _keeps_rows(permutation) else None
 
 
 def _permutation(bsym: BoundSymbol) -> tuple[int, ...] | None:

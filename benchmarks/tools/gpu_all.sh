@@ -68,9 +68,10 @@
 #              (rows of whole cache lines, and Phi-3-mini's of 192 bytes, which stay row-major): outputs in the
 #              memory order PyTorch gives them (the default: q and k with heads inner to tokens, as qkv holds
 #              them) against row-major (eager_orders=0), the log under $OUT/orders.log
-#   tokens     tools/explore.py on the grouped-query qkv forwards (Llama-3-8B, Mistral-7B, b1 and b2) and their fwd+bwd at
-#              b1: q, k and v heads inner to tokens, in qkv's order (the default since 2026-12-06, source_orders) against
-#              as eager lays them out (row-major, a plane per head: source_orders=0), $OUT/tokens.log
+#   tokens     tools/explore.py on the grouped-query qkv forwards (Llama-3-8B, Mistral-7B, b1 and b2) and their
+#              fwd+bwd at b1: q, k and v heads inner to tokens, in qkv's order (source_orders, the default since
+#              2026-12-06) against the same laid out as eager does (row-major, a plane per head: source_orders=0),
+#              the log under $OUT/tokens.log
 #   fwd_qkv_eager the qkv form's forward rows with the grouped form's q, k and v as eager lays them out
 #              (source_orders off), run_fwd_qkv_eager.json
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues

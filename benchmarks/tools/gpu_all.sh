@@ -74,6 +74,11 @@
 #              the log under $OUT/tokens.log
 #   fwd_qkv_eager the qkv form's forward rows with the grouped form's q, k and v as eager lays them out
 #              (source_orders off), run_fwd_qkv_eager.json
+#   ncu_bwd    tools/gpu_ncu.sh on the qkv form's fwd+bwd at batch 1 of Llama-3-8B and Mistral-7B (grouped queries),
+#              Phi-3-mini and Llama-2-7b (a query head per key head), clean L2: time, DRAM bytes and throughput, issue
+#              slots busy, instructions and the warps' stall reasons per issued instruction for each kernel
+#              (forward, then backward, twice a case; the tuner off: the default launch variants), the log under
+#              $OUT/ncu-bwd.log (about 150 s)
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -204,6 +209,15 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Mistral-7B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd --variants base: eager:source_orders=0 2>&1 | grep -v Warning \
               | tee $OUT/tokens.log | tail -3) ;;
+    ncu_bwd) stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard \
+              short_scoreboard lg_throttle mio_throttle drain wait not_selected math_pipe_throttle no_instruction)
+              THUNDER_PADVEC_TUNE=0 PADVEC_NCU_TAG=-bwd \
+              PADVEC_NCU_METRICS=${stalls}gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__inst_executed.sum,\
+sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size \
+              bash benchmarks/tools/gpu_ncu.sh Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd+bwd | tail -3 ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -69,7 +69,8 @@ def test_where_with_literal_branches(emulated, generator):
 
 
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 65520.0, 65519.99, 2.0 ** -24, 2.0 ** -25,
-            2.0 ** -25 * 1.0001, 2.0 ** -14, 3.0 * 2.0 ** -16, 1e-40, 3.3895314e38, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -9]
+            2.0 ** -25 * 1.0001, 2.0 ** -14, 3.0 * 2.0 ** -16, 1e-40, 3.3895314e38, 1.0 + 2.0 ** -8,
+            1.0 + 3 * 2.0 ** -9]
 
 
 @pytest.mark.parametrize("target", [torch.float16, torch.bfloat16], ids=str)
@@ -290,7 +291,8 @@ def test_cache_hints_stream_what_is_read_once(emulated, generator, monkeypatch, 
                 *(randn(6, 16, dtype=torch.bfloat16, generator=generator) for _ in range(2)), 4, 2, 16, 16)
     _, out, trace = jit_and_run(fn, *args)
     expected = fn(*args)
-    for got, want in zip(out if isinstance(out, tuple) else (out,), expected if isinstance(expected, tuple) else (expected,)):
+    as_tuple = (lambda t: t if isinstance(t, tuple) else (t,))
+    for got, want in zip(as_tuple(out), as_tuple(expected)):
         assert torch.equal(got, want)
     ((fusion, _),) = fusions(trace)
     source = codegen.render(fusion.last.plan, fusion.last.params)
@@ -328,7 +330,8 @@ def test_by_default_inputs_are_loaded_with_the_evict_last_policy(emulated, gener
     assert stores and all("padvec_store<" in line for line in stores), source
 
 
-@pytest.mark.parametrize("blocks", [(3, 5), (2048, 3121), (1, 1000), (1000, 1), (7, 7, 7), (1024, 1561, 1024, 1561, 2560)])
+@pytest.mark.parametrize("blocks", [(3, 5), (2048, 3121), (1, 1000), (1000, 1), (7, 7, 7),
+                                    (1024, 1561, 1024, 1561, 2560)])
 def test_interleaved_blocks_take_each_segments_blocks_once_in_order(tmp_path, blocks):
     """``render._interleave``, compiled for the host and run for every block of the grid: each of a
     segment's blocks comes once, in increasing order, and each segment has run about its share of its

@@ -42,10 +42,10 @@ def programs(draw):
     shape[-1] = draw(st.sampled_from([shape[-1]] * 3 + [16, 24, 32, 48, 64]))
     if draw(st.integers(0, 19)) == 0:
         shape[0] = 0  # an empty tensor
-    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where", "broadcast", "row",
-                                                                  "permute", "split", "sum", "total", "element",
-                                                                  "stride", "interleave", "merge", "rotate",
-                                                                  "repeat", "view"]),
+    steps = draw(st.lists(st.tuples(st.sampled_from(["unary", "binary", "pad", "slice", "cat", "cast", "where",
+                                                      "broadcast", "row", "permute", "split", "sum", "total",
+                                                      "element", "stride", "interleave", "merge", "rotate",
+                                                      "repeat", "view"]),
                                     st.integers(0, 10 ** 6)), min_size=1, max_size=6))
     layouts = ["contiguous", "transposed", "offset", "expanded", "rows", "alias"]
     if any(kind == "view" for kind, _ in steps):  # mostly layouts whose merged dims don't fold (the row-major copy)
@@ -234,7 +234,8 @@ def test_random_programs_match_eager(emulated, spec):
 
 
 @pytest.mark.gpu
-@settings(max_examples=int(__import__("os").environ.get("PADVEC_GPU_PROGRAMS", 80)), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(__import__("os").environ.get("PADVEC_GPU_PROGRAMS", 80)), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
 @given(spec=programs())
 def test_random_programs_match_eager_on_the_gpu(spec):
     _check(spec, "cuda")

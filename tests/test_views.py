@@ -50,7 +50,8 @@ VIEW_CASES = [
       ("expand", (B, G, Q, T, HS), (0, 1, 2, 3, 4)), ("reshape", (B, G * Q, T, HS))),
      lambda t: t.view(B, T, G, Q + 2, HS).permute(0, 2, 3, 1, 4)[:, :, Q:Q + 1].expand(B, G, Q, T, HS)
      .reshape(B, G * Q, T, HS)),
-    ("permute-split", (4, 6), (("permute", (1, 0)), ("reshape", (3, 2, 4))), lambda t: t.permute(1, 0).reshape(3, 2, 4)),
+    ("permute-split", (4, 6), (("permute", (1, 0)), ("reshape", (3, 2, 4))),
+     lambda t: t.permute(1, 0).reshape(3, 2, 4)),
     ("merge-split", (2, 3, 4), (("reshape", (6, 4)), ("reshape", (2, 12))), lambda t: t.reshape(6, 4).reshape(2, 12)),
     ("strided", (4, 6), (("slice", (0, 1), (4, 6), (1, 2)),), lambda t: t[:, 1::2]),
     ("strided-rows", (5, 6), (("slice", (1, 0), (5, 5), (2, 1)),), lambda t: t[1::2, :5]),
@@ -70,7 +71,8 @@ VIEW_CASES = [
 def test_fold_addresses_what_torch_reads(generator, case, layout):
     _, shape, chain, apply = case
     base = randn(*(s + 1 for s in shape), generator=generator)
-    x = base[tuple(slice(1, None) for _ in shape)] if layout == "offset-view" else base[tuple(slice(0, s) for s in shape)]
+    starts = [1 if layout == "offset-view" else 0] * len(shape)
+    x = base[tuple(slice(b, b + s) for b, s in zip(starts, shape))]
     folded = fold(chain, tuple(x.shape), tuple(x.stride()))
     assert folded is not None
     assert torch.equal(_gather(x, folded), apply(x))
@@ -167,7 +169,8 @@ def test_qkv_split_rope_is_one_kernel_reading_qkv(emulated, generator, case, dty
     (report,) = explain(jitted)
     # a v that eager copies (a reshape of the expanded heads) is the kernel's: it reads qkv anyway
     assert len(report.kernel.outputs) == (2 if is_view(expected[2]) else 3)
-    layout_ops = [b.sym.name for b in trace.bound_symbols if b.sym.name in ("reshape", "permute", "view", "expand", "split")]
+    layout_names = ("reshape", "permute", "view", "expand", "split")
+    layout_ops = [b.sym.name for b in trace.bound_symbols if b.sym.name in layout_names]
     assert layout_ops == []  # view, permute, split, expand and reshape all run inside the kernel
     assert [a.tensor for a in report.accesses if a.access == "staged" and a.role == "input"] == []
 
@@ -182,7 +185,7 @@ def test_qkv_views_in_tiled_rows_with_several_heads_per_thread(emulated, generat
     monkeypatch.setattr(plan_module, "LANE_RELOADS", False)  # rows of 96: else lanes that reload, one row each
     nh, groups, hs, n = case
     qkv = randn(1, 4, (nh + 2 * groups) * hs, dtype=torch.bfloat16, generator=generator)
-    cos, sin = randn(4, n, dtype=torch.bfloat16, generator=generator), randn(4, n, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(4, n, dtype=torch.bfloat16, generator=generator) for _ in range(2))
     jitted, out, _ = jit_and_run(qkv_split_rope, qkv, cos, sin, nh, groups, hs, n)
     for got, want in zip(out, qkv_split_rope(qkv, cos, sin, nh, groups, hs, n)):
         assert torch.equal(got, want)

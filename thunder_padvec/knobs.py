@@ -11,7 +11,7 @@ Values are read when asked for, not at import, so a test or a notebook can chang
 | ``THUNDER_PADVEC_LOG_LEVEL`` | level of the ``thunder_padvec`` logger (``DEBUG``, ``INFO``, ...) | ``WARNING`` |
 | ``THUNDER_PADVEC_CXX`` | host C++ compiler used by emulation | ``g++`` |
 | ``THUNDER_PADVEC_TUNE`` | ``0``: no measured choices between launch variants (the default variant) | on |
-| ``THUNDER_PADVEC_POISON`` | ``1``: fill outputs with NaN (floats) before each launch, so unwritten elements show | off |
+| ``THUNDER_PADVEC_POISON`` | ``1``: fill outputs with NaN (floats) before each launch; unwritten elements show | off |
 """
 
 from __future__ import annotations

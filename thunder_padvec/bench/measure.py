@@ -23,7 +23,8 @@ class Built:
 
     def __init__(self, case: Case, seed: int = 0):
         self.case = case
-        self.fn, self.args, self.expected, self.io_bytes, self.cotangents = build(case, torch.Generator().manual_seed(seed))
+        built = build(case, torch.Generator().manual_seed(seed))
+        self.fn, self.args, self.expected, self.io_bytes, self.cotangents = built
         self.copy_ms = copy_roofline_ms(self.io_bytes)
         self.pass_copy_ms = None  # fwd+bwd: the forward's bytes copied, then the backward's (two launches)
         if self.cotangents is not None:

@@ -19,8 +19,8 @@ compile-time constants. In tiled row mode
 a thread's first column ``col`` is a run-time value, but every branch along the row is uniform over
 the threads sharing the row, so predicates read the compile-time column ``l`` of the thread's slab
 and addresses the true column ``col + l``. ``padvec_run(phase, ...)`` holds each phase's work, so
-that the host emulator can run the phases one after another for every thread of a block. The source names nothing from the
-trace, so structurally equal regions share binaries.
+that the host emulator can run the phases one after another for every thread of a block. The source names
+nothing from the trace, so structurally equal regions share binaries.
 """
 
 from __future__ import annotations
@@ -279,7 +279,8 @@ def _render_own_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list
     seg = r.seg
     distance = step_distance(seg, site)
     if distance is None:  # no step reads it (the code that would is selected away)
-        return [_declare(r, site), *(f"padvec_fill_zero<{width}>(&s{site.id}[{j}]);" for j in range(0, seg.chunk, width))]
+        zeros = (f"padvec_fill_zero<{width}>(&s{site.id}[{j}]);" for j in range(0, seg.chunk, width))
+        return [_declare(r, site), *zeros]
     guard = r.box_guard(site.box[:-1] + ((0, r.shape[-1]),))
     key = (_global_address(r, site, node, column="own"), guard, width)
     if key not in r.loads:
@@ -652,7 +653,8 @@ def _render_lane_steps(r: _Segment) -> list[str]:
     team_columns = seg.threads_per_row * seg.chunk
     step = "tile_row" if seg.reloads else f"(int)(threadIdx.x / {seg.threads_per_row}) % {seg.lane_steps}"
     head = [f"const int step = {step};", f"const int own = step * {team_columns};"]
-    head += [f"const int own{d} = ((step + {d}) % {seg.lane_steps}) * {team_columns};" for d in range(1, seg.lane_steps)]
+    head += [f"const int own{d} = ((step + {d}) % {seg.lane_steps}) * {team_columns};"
+             for d in range(1, seg.lane_steps)]
     r.lane_step = True
     rows = []
     for row in range(seg.rows_per_thread):
@@ -829,7 +831,8 @@ def _dispatch(plan: VectorPlan, params: LaunchParams) -> list[str]:
             k, tile = seg.column_groups, seg.tile_rows
             lines += [
                 f"    const {IDX} first_row = ({IDX}){local} * {tile};",
-                f"    const int rows = {launch.groups} - first_row < {tile} ? (int)({launch.groups} - first_row) : {tile};",
+                f"    const int rows = {launch.groups} - first_row < {tile} ? (int)({launch.groups} - first_row)"
+                f" : {tile};",
                 f"    const int tile_row = (int)(threadIdx.x / 32 / {k}) * 32 + (int)(threadIdx.x % 32);",
                 f"    const {IDX} group = first_row + tile_row;",
             ]

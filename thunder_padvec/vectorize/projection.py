@@ -206,7 +206,8 @@ def operand_edges(kernel: ir.Kernel, node: ir.Node, index_map: IndexMap, frontie
                 yield k, piece, _shift(index_map, node.dim, -offset), piece_frontier
             offset += size
     elif isinstance(node, ir.Reduce):
-        for k, (op_map, op_frontier) in enumerate(_through_reduce(node, kernel.node(node.operand), index_map, frontier)):
+        through = _through_reduce(node, kernel.node(node.operand), index_map, frontier)
+        for k, (op_map, op_frontier) in enumerate(through):
             yield k, node.operand, op_map, op_frontier
     elif not isinstance(node, ir.LOADS):
         raise TypeError(f"no projection rule for {type(node).__name__}")

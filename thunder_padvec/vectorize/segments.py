@@ -4,10 +4,10 @@ An output that is a cat along an outer dim (the gradient of a qkv tensor, assemb
 and v) takes one segment per piece, the piece's shape its reference and the piece's offset its
 store's: each thread then runs only its own piece's code, where one segment would run every
 piece's at every lane and select. Otherwise the reference of a segment is the largest output not
-yet placed. Outputs of its shape join it unshifted; an output of another shape joins it when some input it reads through pointwise ops,
-slices, pads and cats is also read by the reference: then both read that input at the same index
-and one load serves both (``pad(x)`` beside ``relu(x)``: the relu's output is stored at offset
--4 of the pad's coordinates). The others start segments of their own.
+yet placed. Outputs of its shape join it unshifted; an output of another shape joins it when some
+input it reads through pointwise ops, slices, pads and cats is also read by the reference: then both
+read that input at the same index and one load serves both (``pad(x)`` beside ``relu(x)``: the relu's
+output is stored at offset -4 of the pad's coordinates). The others start segments of their own.
 
 Rows in pieces. Where the columns of a segment's rows fall into pieces that read no common input
 columns (partial rotary: the rotated features, whose halves read each other's, and the features

@@ -38,8 +38,8 @@ import thunder
 from thunder_padvec import codegen
 from thunder_padvec.bench.cases import build, cases
 from thunder_padvec.explain import explain, fusions
-from thunder_padvec.schedule import TUNING
 
+from explore import _apply, _restore  # the knobs (this folder)
 # padvec's prelude and arguments, then the trace's rounding steps of RoPE (padvec_probe_rope); the harness
 from flat_probe import _head
 from loop_probe import Probe, _registers, equal_outputs
@@ -184,12 +184,13 @@ def _outputs(check) -> dict[str, str]:
 
 @contextlib.contextmanager
 def row_major_outputs():
-    """padvec's outputs laid out row-major, as the hand-written kernels write them."""
-    kept, TUNING.source_orders = TUNING.source_orders, False
+    """padvec's outputs laid out row-major, as the hand-written kernels write them (the knob as
+    ``explore.py`` sets it)."""
+    old = _apply("source_orders=0")
     try:
         yield
     finally:
-        TUNING.source_orders = kept
+        _restore(old)
 
 
 def emulate(seq: int, batch: int = 2) -> list[bool]:

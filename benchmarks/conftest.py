@@ -25,9 +25,27 @@ def _tuning_from_environment() -> None:
 _tuning_from_environment()
 
 
+def _cotangents_from_environment() -> None:
+    """``PADVEC_COTANGENTS=outputs``: the fwd+bwd rows' cotangents laid out as each executor's outputs are
+    (``bench.measure.COTANGENTS``; row-major by default)."""
+    import os
+
+    from thunder_padvec.bench import measure
+
+    layout = os.environ.get("PADVEC_COTANGENTS", "").strip() or "row-major"
+    if layout not in ("row-major", "outputs"):
+        raise SystemExit(f"PADVEC_COTANGENTS: {layout!r} is neither 'row-major' nor 'outputs'")
+    measure.COTANGENTS = layout
+
+
+_cotangents_from_environment()
+
+
 def pytest_benchmark_update_machine_info(config, machine_info):
     """The run JSON names the tuning it ran with, where ``PADVEC_TUNING`` set any."""
     import os
 
     if os.environ.get("PADVEC_TUNING"):
         machine_info["padvec_tuning"] = os.environ["PADVEC_TUNING"]
+    if os.environ.get("PADVEC_COTANGENTS"):
+        machine_info["padvec_cotangents"] = os.environ["PADVEC_COTANGENTS"]

@@ -81,6 +81,40 @@ def test_each_executor_is_measured_after_the_memory_cached_before_it_is_released
     assert events == ["released", "eager"]
 
 
+@pytest.mark.parametrize("layout", ["row-major", "outputs"])
+def test_a_backward_reads_its_cotangents_as_the_suite_lays_them_out(emulated, monkeypatch, layout):
+    """``PADVEC_COTANGENTS=outputs``: each executor's backward gets the suite's cotangents (the same values)
+    laid out as its own forward's outputs are, as an attention's backward hands them over in training; the
+    record says so. In the grouped-query qkv form padvec's q, k and v have heads inner to tokens (rows of
+    whole lines), eager's are row-major, as the drawn cotangents are."""
+    from thunder_padvec.bench import measure as measure_module
+    from thunder_padvec.bench.cases import in_output_layouts
+
+    case = Case(configs.RopeConfig("gqa64", 1, 4, 2, 64, 64, 8), "qkv_split_rope", "bfloat16", "fwd+bwd")
+    built = measure_module.Built.__new__(measure_module.Built)  # no copy timing: that needs a GPU
+    built.case, built.copy_ms, built.pass_copy_ms = case, 1.0, None
+    built.fn, built.args, built.expected, built.io_bytes, built.cotangents = build(
+        case, torch.Generator().manual_seed(0), device="cpu")
+    drawn = [c.stride() for c in built.cotangents]
+    for name in ("eager", "padvec"):
+        fn = executor(name, case, built.fn)
+        laid = in_output_layouts(fn, built.args, built.cotangents)
+        outs = fn(*built.args)
+        assert [c.stride() for c in laid] == [o.stride() for o in outs]
+        assert ([c.stride() for c in laid] == drawn) == (name == "eager")
+        assert all(torch.equal(c, d) for c, d in zip(laid, built.cotangents))
+    seen = []
+    monkeypatch.setattr(measure_module, "COTANGENTS", layout)
+    monkeypatch.setattr(measure_module, "with_backward",
+                        lambda fn, cotangents: seen.append(cotangents) or with_backward(fn, cotangents))
+    monkeypatch.setattr(measure_module, "peak_bytes", lambda fn, args: 0)
+    monkeypatch.setattr(measure_module, "graph_median_ms", lambda run: 1.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "GPU X")
+    record, _ = measure_module.measure(built, "padvec")  # its gradient checked against eager's on the way
+    assert ([c.stride() for c in seen[0]] == drawn) == (layout == "row-major")
+    assert record.get("cotangents") == (None if layout == "row-major" else "outputs")
+
+
 def test_a_forward_and_backward_counts_each_pass_once():
     """fwd+bwd's minimal IO is the forward's plus the backward's (cotangents, cos, sin read; x's gradient
     written): the split behind the per-pass copies."""
@@ -138,6 +172,22 @@ def test_the_table_counts_padvecs_rows_against_the_targets_and_names_those_behin
     assert summary.endswith(" Behind torch.compile: b rope fwd bfloat16 (0.950x)."), summary
     assert markdown(rows, "t").endswith(f"|\n\n{summary}\n")
     assert targets([r for r in rows if r["executor"] != "padvec"]) == ""
+
+
+def test_rows_with_cotangents_laid_out_as_outputs_are_cases_of_their_own():
+    """A fwd+bwd row timed with cotangents as the outputs are laid out (``PADVEC_COTANGENTS=outputs``) keeps
+    ``pass`` "fwd+bwd" and says so in ``cotangents``; the table shows it apart from the row-major row."""
+    from thunder_padvec.bench.report import markdown, merged, records
+
+    plain = [_record(e, ms) for e, ms in (("copy", 0.8), ("padvec", 1.0))]
+    laid = [{**_record(e, ms), "cotangents": "outputs"} for e, ms in (("copy", 0.8), ("padvec", 0.9))]
+    run, replaced = merged([{"benchmarks": [{"extra_info": r} for r in plain]},
+                            {"benchmarks": [{"extra_info": r} for r in laid]}])
+    assert replaced == {}
+    rows = records(run)
+    assert [(r["pass"], r.get("cotangents")) for r in rows] == [("fwd+bwd", None)] * 2 + [("fwd+bwd", "outputs")] * 2
+    lines = [line for line in markdown(rows, "t").splitlines() if line.startswith("| c |")]
+    assert [line.split(" | ")[2] for line in lines] == ["fwd+bwd", "fwd+bwd, cotangents as outputs"]
 
 
 def test_two_results_files_compare_case_by_case(tmp_path, capsys):

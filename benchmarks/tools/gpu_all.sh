@@ -72,6 +72,9 @@
 #              fwd+bwd at b1: q, k and v heads inner to tokens, in qkv's order (source_orders, the default since
 #              2026-12-06) against the same laid out as eager does (row-major, a plane per head: source_orders=0),
 #              the log under $OUT/tokens.log
+#   bwd_qkv_outputs the qkv form's fwd+bwd rows with each executor's cotangents laid out as its forward's outputs
+#              are (PADVEC_COTANGENTS=outputs: as an attention's backward returns them in training; the suite
+#              draws them row-major otherwise), run_bwd_qkv_outputs.json; the table shows them as rows of their own
 #   fwd_qkv_eager the qkv form's forward rows with the grouped form's q, k and v as eager lays them out
 #              (source_orders off), run_fwd_qkv_eager.json
 #   ncu_bwd    tools/gpu_ncu.sh on the qkv form's fwd+bwd at batch 1 of Llama-3-8B and Mistral-7B (grouped queries),
@@ -131,6 +134,7 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
             --after torchcompile 2>&1 | grep -v Warning | tee $OUT/hunt_after.log | tail -20 ;;
     fwd_qkv_rowmajor) PADVEC_TUNING=eager_orders=0,source_orders=0 suite fwd_qkv_rowmajor "${SELECT[fwd_qkv]}" 250 ;;
     fwd_qkv_eager) PADVEC_TUNING=source_orders=0 suite fwd_qkv_eager "${SELECT[fwd_qkv]}" 250 ;;
+    bwd_qkv_outputs) PADVEC_COTANGENTS=outputs suite bwd_qkv_outputs "${SELECT[bwd_qkv]}" ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
     fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
     tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \

@@ -74,6 +74,16 @@ def with_backward(fn, cotangents):
     return forward_backward
 
 
+def in_output_layouts(fn, args, cotangents) -> tuple:
+    """``cotangents`` (the same values) laid out as ``fn``'s outputs are: what a training step hands the
+    backward, where the op after RoPE (an attention) returns its inputs' gradients in their layout (SDPA's
+    backward allocates them ``empty_like`` its inputs). ``fn`` runs once, with autograd on, as a training
+    step's forward runs (under ``no_grad`` a jitted function may trace another program)."""
+    outs = fn(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return tuple(torch.empty_like(o.detach()).copy_(c) for o, c in zip(outs, cotangents))
+
+
 def backward_bytes(args, cotangents) -> int:
     """The backward's minimal IO: reading the cotangents, cos and sin, writing x's gradient."""
     x, cos, sin = args

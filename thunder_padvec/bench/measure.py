@@ -12,10 +12,15 @@ import gc
 import torch
 
 from ..timing import copies_ms, copy_roofline_ms, gbps, graph_median_ms
-from .cases import Case, Unavailable, backward_bytes, build, executor, with_backward
+from .cases import Case, Unavailable, backward_bytes, build, executor, in_output_layouts, with_backward
 
 
 OWN = ("padvec",)  # executors whose failures fail the suite; a peer's failure skips its row with the reason
+
+# The layout of the fwd+bwd rows' cotangents: "row-major" (drawn so, the same tensors for every executor), or
+# "outputs": each executor's backward reads them laid out as its own forward's outputs are, as in a training
+# step (``cases.in_output_layouts``); the suite sets it from PADVEC_COTANGENTS (benchmarks/conftest.py)
+COTANGENTS = "row-major"
 
 
 class Built:
@@ -91,7 +96,10 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
     else:
         fn = jitted = executor(name, case, built.fn)
         if built.cotangents is not None:
-            fn = with_backward(fn, built.cotangents)
+            cotangents = built.cotangents
+            if COTANGENTS == "outputs":
+                cotangents = in_output_layouts(fn, built.args, cotangents)
+            fn = with_backward(fn, cotangents)
         try:
             # a backward is Thunder's decomposition, not autograd's kernels: compared with a tolerance
             check(name, fn(*built.args), built.expected, exact_padvec=built.cotangents is None)
@@ -112,6 +120,8 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
     )
     if name == "padvec":
         record["kernels"] = kernels(jitted)
+    if built.cotangents is not None and COTANGENTS != "row-major":
+        record["cotangents"] = COTANGENTS
     if built.pass_copy_ms:
         record.update(pass_copy_ms=built.pass_copy_ms, pass_roofline_fraction=built.pass_copy_ms / ms)
     return record, run

@@ -22,7 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 
 KEYS = ["config", "form", "pass", "dtype", "executor", "median_ms", "io_bytes", "gbps", "roofline_fraction",
-        "speedup_vs_compile", "peak_memory_bytes", "pass_copy_ms", "pass_roofline_fraction", "kernels"]
+        "speedup_vs_compile", "peak_memory_bytes", "pass_copy_ms", "pass_roofline_fraction", "kernels",
+        "cotangents"]
 NOTE = (
     "Device time: median of CUDA-graph replays of one call, L2 flushed before each. Fraction of copy: "
     "a device-to-device copy of the same minimal IO bytes (every input read once, every output that eager "
@@ -58,13 +59,21 @@ def records(run: dict) -> list[dict]:
         if "median_ms" not in info or info.get("form") == "block":
             continue
         info["pass"] = info.pop("pass_", "fwd")
-        rows.append({k: info.get(k) for k in KEYS})
+        rows.append({k: info.get(k) for k in KEYS if k != "cotangents" or info.get(k)})
     return with_speedups(rows)
+
+
+def _pass(pass_: str, cotangents: str | None) -> str:
+    """A case's pass as the tables show it: a fwd+bwd row whose cotangents were laid out otherwise than
+    row-major says how (a case of its own, never merged with the row-major one)."""
+    return f"{pass_}, cotangents as {cotangents}" if cotangents else pass_
 
 
 def _bench_case(bench: dict) -> tuple | None:
     info = bench.get("extra_info") or {}
-    return (info["config"], info["form"], info.get("pass_", "fwd"), info["dtype"]) if "median_ms" in info else None
+    if "median_ms" not in info:
+        return None
+    return info["config"], info["form"], _pass(info.get("pass_", "fwd"), info.get("cotangents")), info["dtype"]
 
 
 def merged(runs: list[dict]) -> tuple[dict, dict[int, int]]:
@@ -106,7 +115,7 @@ def with_speedups(rows: list[dict], without: tuple[str, ...] = ()) -> list[dict]
 
 
 def _case(r: dict) -> tuple:
-    return r["config"], r["form"], r["pass"], r["dtype"]
+    return r["config"], r["form"], _pass(r["pass"], r.get("cotangents")), r["dtype"]
 
 
 def _by_case(rows: list[dict]) -> dict[tuple, dict[str, dict]]:

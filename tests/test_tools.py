@@ -86,6 +86,33 @@ def test_a_benchmark_run_takes_its_tuning_from_the_environment(monkeypatch):
         conftest._tuning_from_environment()
 
 
+def test_a_benchmark_run_takes_its_cotangents_layout_from_the_environment(monkeypatch):
+    """``PADVEC_COTANGENTS`` (benchmarks/conftest.py): "outputs" lays the fwd+bwd rows' cotangents out as each
+    executor's outputs are and says so in the run JSON's machine info; unset, they stay row-major; any
+    other value stops the run."""
+    import importlib.util
+
+    from thunder_padvec.bench import measure
+
+    spec = importlib.util.spec_from_file_location("bench_conftest", TOOLS.parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("PADVEC_COTANGENTS", raising=False)
+    monkeypatch.delenv("PADVEC_TUNING", raising=False)
+    monkeypatch.setattr(measure, "COTANGENTS", measure.COTANGENTS)  # restored after the test
+    spec.loader.exec_module(conftest)
+    assert measure.COTANGENTS == "row-major"
+    monkeypatch.setenv("PADVEC_COTANGENTS", "outputs")
+    conftest._cotangents_from_environment()
+    assert measure.COTANGENTS == "outputs"
+    info = {}
+    conftest.pytest_benchmark_update_machine_info(None, info)
+    assert info == {"padvec_cotangents": "outputs"}
+    monkeypatch.setenv("PADVEC_COTANGENTS", "output")
+    with pytest.raises(SystemExit, match="'output'"):
+        conftest._cotangents_from_environment()
+    assert "PADVEC_COTANGENTS=outputs" in (TOOLS / "gpu_all.sh").read_text()
+
+
 def test_the_bulk_probe_kernels_give_eagers_outputs():
     """The bulk probe's hand-written grouped-query kernels, run on the CPU through the host prelude (the bulk
     copies as each thread's stores at the copies' addresses, every element checked to be written once)."""

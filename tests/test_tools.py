@@ -155,3 +155,45 @@ def test_the_layout_probe_program_moves_the_qkv_forwards_bytes(groups, emulated,
     assert [t.shape for t in want] == [t.shape for t in forward]
     written = 3 * cfg.n_head * 16 * 32 * 2
     assert minimal_io_bytes((qkv,), want) == qkv.nbytes + written
+
+
+def test_kernel_resources_counts_sass_instructions_by_segment(emulated, generator):
+    """``kernel_resources.py --sass``: the SASS of a kernel (NVRTC's cubin read by nvdisasm) counted by opcode;
+    each segment alone is the kernel with the other segments' calls taken out. On a grouped-query qkv
+    backward: three segments (q, k and v), each alone smaller than the kernel, the k piece (RoPE's backward
+    of each of a group's heads, then their sum) the largest and v's (the sum alone) the smallest, and every
+    piece loads and stores."""
+    import functools
+
+    import thunder_padvec
+    import thunder
+    import torch
+
+    from thunder_padvec import codegen
+    from thunder_padvec.examples import qkv_split_rope
+    from thunder_padvec.explain import explain
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import kernel_resources
+    finally:
+        sys.path.remove(str(TOOLS))
+    tiny = kernel_resources.sass('extern "C" __global__ void k(float* a) { a[threadIdx.x] *= 2.f; }', "sm_90")
+    assert {"LDG", "STG", "FADD", "EXIT"} <= set(tiny) and "NOP" not in tiny, tiny  # 2x as x + x
+
+    fn = functools.partial(qkv_split_rope, n_head=8, n_query_groups=2, head_size=64, rope_n_elem=64)
+    qkv = torch.randn(1, 16, 12 * 64, generator=generator).to(torch.bfloat16).requires_grad_(True)
+    cos, sin = (torch.randn(16, 64, generator=generator).to(torch.bfloat16) for _ in range(2))
+    jitted = thunder.jit(fn, executors=[thunder_padvec.padvec])
+    torch.autograd.backward(jitted(qkv, cos, sin), [torch.randn(1, 8, 16, 64, generator=generator).to(torch.bfloat16)
+                                                    for _ in range(3)])
+    backward = next(r for r in explain(jitted) if r.name == "padvec1")
+    source = codegen.device_source(codegen.render(backward.plan, backward.launch))
+    alone = kernel_resources.segment_sources(source)
+    assert sorted(alone) == [0, 1, 2]
+    whole = sum(kernel_resources.sass(source, "sm_90").values())
+    counts = {i: kernel_resources.sass(s, "sm_90") for i, s in alone.items()}
+    totals = {i: sum(c.values()) for i, c in counts.items()}
+    assert all(n < whole for n in totals.values()), (totals, whole)
+    assert totals[1] > totals[0] > totals[2], totals
+    assert all(c["LDG"] and c["STG"] for c in counts.values()), counts

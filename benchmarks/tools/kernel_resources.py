@@ -14,14 +14,27 @@ after the choices it makes from the registers (``fusion._fit_registers``, modell
 ``schedule.fit_blocks``; ``fusion._without_word_pairs``; ``fusion._with_one_row``;
 ``fusion._with_wider_teams``, for ``--sms`` SMs), from ptxas's figures.
 The measured choice of the evict_last hints (``runtime.tune``) is not made here.
+
+``--sass`` adds, for the first call's build, its SASS instructions (NVRTC's cubin read by ``nvdisasm``, on
+the PATH or from the ``nvidia-cuda-nvdisasm`` wheel, a dev dependency), in all and for each segment alone
+(the kernel built with the dispatcher's calls of the other segments taken out), with the commonest
+opcodes: where a kernel's instructions go, without a GPU.
+
+    THUNDER_PADVEC_EMULATE=1 python benchmarks/tools/kernel_resources.py \\
+        Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --sass
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import functools
 import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import thunder_padvec
 import thunder
@@ -48,6 +61,51 @@ def ptxas(source: str, arch: str) -> tuple[int, int]:
         first = next((line for line in log.splitlines() if "error" in line), log.strip()[:200])
         raise RuntimeError(f"ptxas gave no register count: {first}")
     return int(registers.group(1)), int(spills.group(1)) if spills else 0
+
+
+def nvdisasm() -> str:
+    """The path of ``nvdisasm``: on the PATH, else the ``nvidia-cuda-nvdisasm`` wheel's."""
+    found = shutil.which("nvdisasm")
+    if found is None:
+        try:
+            import nvidia  # the namespace package NVIDIA's wheels install into
+        except ImportError:
+            nvidia = None
+        roots = list(getattr(nvidia, "__path__", []))
+        found = next((str(p) for root in roots for p in sorted(Path(root).glob("*/bin/nvdisasm"))), None)
+    if found is None:
+        raise SystemExit("--sass needs nvdisasm: on the PATH, or pip install nvidia-cuda-nvdisasm")
+    return found
+
+
+INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+SEGMENT_CALL = re.compile(r"padvec_segment(\d+)<[^>]*>\([^;]*\);")
+
+
+def sass(source: str, arch: str) -> collections.Counter:
+    """The SASS opcodes of ``source``'s kernel compiled for ``arch``, by count (the NOPs padding the code
+    left out; an opcode without its modifiers: ``LDG.E.128`` counts as ``LDG``)."""
+    cubin = nvrtc.compile_cubin(source, arch)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(cubin)
+        text = subprocess.run([nvdisasm(), "-c", str(path)], capture_output=True, text=True, check=True).stdout
+    found = (INSTRUCTION.match(line) for line in text.splitlines())
+    return collections.Counter(m.group(1) for m in found if m and m.group(1) != "NOP")
+
+
+def segment_sources(source: str) -> dict[int, str]:
+    """Each segment's kernel alone, by segment: ``source`` with the dispatcher's calls of the other segments
+    taken out (a segment's code is inlined into the one kernel, so its own count is read from a build of
+    it alone)."""
+    segments = sorted({int(i) for i in SEGMENT_CALL.findall(source)})
+    return {i: SEGMENT_CALL.sub(lambda m, i=i: m.group(0) if int(m.group(1)) == i else "(void)0;", source)
+            for i in segments}
+
+
+def _sass_line(label: str, counts: collections.Counter) -> str:
+    common = ", ".join(f"{op} {n}" for op, n in counts.most_common(8))
+    return f"    {label}: {sum(counts.values())} SASS instructions ({common})"
 
 
 def blocks_per_sm(registers: int, block: int) -> int:
@@ -124,6 +182,8 @@ def main() -> None:
     parser.add_argument("--min-blocks", type=int, nargs="*", default=[])
     parser.add_argument("--set", default="", help="knobs, as a variant of explore.py: key=value,...")
     parser.add_argument("--fusions", nargs="+", metavar="NAME", help="the knobs apply only to these fusions")
+    parser.add_argument("--sass", action="store_true", help="the first call's build's SASS instructions, in all "
+                        "and by segment (needs nvdisasm)")
     args = parser.parse_args()
     thunder_padvec.set_emulation(True)
     _apply_to(args.set, args.fusions)
@@ -140,7 +200,7 @@ def main() -> None:
             scoped = _apply(args.set) if args.fusions and report.name in args.fusions else []
             try:
                 params = schedule.schedule(plan)  # as the fusion built it: under its knobs
-                kept_plan, (kept, _, _, kept_module) = first_call(plan, params, args.arch, args.sms)
+                kept_plan, (kept, kept_source, _, kept_module) = first_call(plan, params, args.arch, args.sms)
             finally:
                 _restore(scoped)
             for bounds in [0, *args.min_blocks]:
@@ -157,6 +217,11 @@ def main() -> None:
                     getattr(s, field) for s in kept_plan.segments] else []
             print(_line(case_id, report.name, f"first call ({', '.join(changes) or 'as built'})", kept, kept_module,
                         args.sms))
+            if args.sass:
+                print(_sass_line("the kernel", sass(kept_source, args.arch)))
+                alone = segment_sources(kept_source)
+                for i, source in alone.items() if len(alone) > 1 else ():
+                    print(_sass_line(f"segment {i} alone ({kept_plan.segments[i].mapping})", sass(source, args.arch)))
 
 
 if __name__ == "__main__":

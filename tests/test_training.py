@@ -15,6 +15,7 @@ import torch
 
 from helpers import grads, randn, train_beside_eager
 from thunder_padvec import explain, padvec, padvec_cat
+from thunder_padvec.bench.cases import in_output_layouts
 from thunder_padvec.examples import AttentionBlock, LlamaBlock, litgpt_rope, qkv_split_rope, rope_one_entry
 from thunder_padvec.executor import _whole_lines
 
@@ -30,7 +31,9 @@ GRAD_CASES = [
 ]
 
 
-def _check_gradients(case, device, dtype, generator):
+def _check_gradients(case, device, dtype, generator, cotangents_as_outputs=False):
+    """``cotangents_as_outputs``: the cotangents laid out as padvec's forward outputs are (heads inner to
+    tokens where its qkv-form outputs are), as an attention's backward hands them over in training."""
     _, program, shape, n, kwargs = case
     fn = functools.partial(program, rope_n_elem=n, **kwargs)
     x = randn(*shape, dtype=dtype, device=device, generator=generator)
@@ -42,6 +45,8 @@ def _check_gradients(case, device, dtype, generator):
     cotangents = [randn(*o.shape, dtype=dtype, device=device, generator=generator) for o in reference_outs]
 
     jitted = thunder.jit(fn, executors=[padvec])
+    if cotangents_as_outputs:
+        cotangents = in_output_layouts(jitted, (x.detach().requires_grad_(True), cos, sin), cotangents)
     outs, grad = grads(jitted, x, cos, sin, cotangents)
     eager_outs, eager_grad = grads(fn, x, cos, sin, cotangents)
     _, exact_grad = grads(fn, x.double(), cos.double(), sin.double(), [c.double() for c in cotangents])
@@ -79,6 +84,28 @@ def _check_gradients(case, device, dtype, generator):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_rope_gradients(emulated, generator, case, dtype):
     _check_gradients(case, "cpu", dtype, generator)
+
+
+# the qkv form where padvec's outputs are heads inner to tokens (rows of whole cache lines)
+LAID_OUT_CASES = [GRAD_CASES[5], ("qkv-gqa-lines", qkv_split_rope, (1, 8, (4 + 2 * 2) * 64), 64,
+                                  dict(n_head=4, n_query_groups=2, head_size=64))]
+
+
+@pytest.mark.parametrize("case", LAID_OUT_CASES, ids=[c[0] for c in LAID_OUT_CASES])
+def test_rope_gradients_with_cotangents_laid_out_as_the_outputs(emulated, generator, case):
+    """The qkv form's backward reading cotangents in the layout of padvec's outputs (q, k and v heads inner to
+    tokens, as qkv holds them), as an attention's backward hands them over in training: its gradient is
+    eager's within the float64 bound, and the kernel was specialized to those strides (not row-major ones)."""
+    _, _, jitted = _check_gradients(case, "cpu", torch.bfloat16, generator, cotangents_as_outputs=True)
+    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
+    read = {layout.strides for layout in backward.plan.layouts}
+    _, _, shape, n, _ = case
+    x = randn(*shape, dtype=torch.bfloat16, generator=generator).requires_grad_(True)
+    cos = randn(shape[1], n, dtype=torch.bfloat16, generator=generator)
+    outs = jitted(x, cos, cos)
+    laid = [torch.empty_like(o.detach()).stride() for o in outs]
+    assert all(s != torch.empty(o.shape).stride() for s, o in zip(laid, outs)), laid  # none row-major
+    assert set(laid) <= read, (laid, read)
 
 
 @pytest.mark.parametrize("case", GRAD_CASES[1:4], ids=[c[0] for c in GRAD_CASES[1:4]])

@@ -95,12 +95,12 @@ def measure(built: Built, name: str) -> tuple[dict, object]:
             return dst.copy_(src)
     else:
         fn = jitted = executor(name, case, built.fn)
-        if built.cotangents is not None:
-            cotangents = built.cotangents
-            if COTANGENTS == "outputs":
-                cotangents = in_output_layouts(fn, built.args, cotangents)
-            fn = with_backward(fn, cotangents)
         try:
+            if built.cotangents is not None:  # laid out from the executor's own forward: inside the try
+                cotangents = built.cotangents
+                if COTANGENTS == "outputs":
+                    cotangents = in_output_layouts(fn, built.args, cotangents)
+                fn = with_backward(fn, cotangents)
             # a backward is Thunder's decomposition, not autograd's kernels: compared with a tolerance
             check(name, fn(*built.args), built.expected, exact_padvec=built.cotangents is None)
             peak = peak_bytes(fn, built.args)

@@ -57,17 +57,28 @@ def test_every_case_and_knob_the_gpu_script_names_exists():
         explore._restore(explore._apply(settings))
 
 
+def _bench_conftest(monkeypatch):
+    """benchmarks/conftest.py loaded afresh with neither ``PADVEC_TUNING`` nor ``PADVEC_COTANGENTS`` set (the
+    cotangents' layout it sets is restored after the test)."""
+    import importlib.util
+
+    from thunder_padvec.bench import measure
+
+    for name in ("PADVEC_TUNING", "PADVEC_COTANGENTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(measure, "COTANGENTS", measure.COTANGENTS)
+    spec = importlib.util.spec_from_file_location("bench_conftest", TOOLS.parent / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    return conftest
+
+
 def test_a_benchmark_run_takes_its_tuning_from_the_environment(monkeypatch):
     """``PADVEC_TUNING`` (benchmarks/conftest.py) sets ``schedule.TUNING``'s fields and names them in the run
     JSON's machine info; an unknown name stops the run; every setting gpu_all.sh passes exists."""
-    import importlib.util
-
     from thunder_padvec.schedule import TUNING
 
-    spec = importlib.util.spec_from_file_location("bench_conftest", TOOLS.parent / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    monkeypatch.delenv("PADVEC_TUNING", raising=False)
-    spec.loader.exec_module(conftest)
+    conftest = _bench_conftest(monkeypatch)
     for field in ("eager_orders", "block"):
         monkeypatch.setattr(TUNING, field, getattr(TUNING, field))  # restored after the test
     monkeypatch.setenv("PADVEC_TUNING", "eager_orders=0,block=128")
@@ -90,16 +101,9 @@ def test_a_benchmark_run_takes_its_cotangents_layout_from_the_environment(monkey
     """``PADVEC_COTANGENTS`` (benchmarks/conftest.py): "outputs" lays the fwd+bwd rows' cotangents out as each
     executor's outputs are and says so in the run JSON's machine info; unset, they stay row-major; any
     other value stops the run."""
-    import importlib.util
-
     from thunder_padvec.bench import measure
 
-    spec = importlib.util.spec_from_file_location("bench_conftest", TOOLS.parent / "conftest.py")
-    conftest = importlib.util.module_from_spec(spec)
-    monkeypatch.delenv("PADVEC_COTANGENTS", raising=False)
-    monkeypatch.delenv("PADVEC_TUNING", raising=False)
-    monkeypatch.setattr(measure, "COTANGENTS", measure.COTANGENTS)  # restored after the test
-    spec.loader.exec_module(conftest)
+    conftest = _bench_conftest(monkeypatch)
     assert measure.COTANGENTS == "row-major"
     monkeypatch.setenv("PADVEC_COTANGENTS", "outputs")
     conftest._cotangents_from_environment()

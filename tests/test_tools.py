@@ -76,11 +76,13 @@ def _bench_conftest(monkeypatch):
 def test_a_benchmark_run_takes_its_tuning_from_the_environment(monkeypatch):
     """``PADVEC_TUNING`` (benchmarks/conftest.py) sets ``schedule.TUNING``'s fields and names them in the run
     JSON's machine info; an unknown name stops the run; every setting gpu_all.sh passes exists."""
+    import dataclasses
+
     from thunder_padvec.schedule import TUNING
 
     conftest = _bench_conftest(monkeypatch)
-    for field in ("eager_orders", "block"):
-        monkeypatch.setattr(TUNING, field, getattr(TUNING, field))  # restored after the test
+    for field in dataclasses.fields(TUNING):  # every field, restored after the test (gpu_all.sh's settings too)
+        monkeypatch.setattr(TUNING, field.name, getattr(TUNING, field.name))
     monkeypatch.setenv("PADVEC_TUNING", "eager_orders=0,block=128")
     conftest._tuning_from_environment()
     assert TUNING.eager_orders is False and TUNING.block == 128

@@ -249,6 +249,24 @@ def test_rope_gradients_in_plane_order_on_the_gpu(generator, monkeypatch):
     assert torch.equal(grad, eager_grad)
 
 
+TILE_CASES = [GRAD_CASES[2], GRAD_CASES[4], PLANE_CASE]
+
+
+@pytest.mark.parametrize("case", TILE_CASES, ids=[c[0] for c in TILE_CASES])
+def test_rows_taken_in_tiles_of_tokens_across_the_heads_change_no_value(emulated, monkeypatch, case):
+    """``codegen.render.TOKEN_TILES`` (an experiment): each kernel of both passes renumbers its rows, 2 tokens
+    of every head in turn. The outputs are eager's and the gradient is the one padvec gives in its own row
+    order, bit for bit: the order moves no element's arithmetic."""
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    monkeypatch.setattr(render, "TOKEN_TILES", 2)
+    grad, _, jitted = _check_gradients(case, "cpu", torch.bfloat16, torch.Generator().manual_seed(7))
+    assert {r.trace for r in explain(jitted) if "in_tile" in r.kernel_source} == {"forward", "backward"}
+    monkeypatch.setattr(render, "TOKEN_TILES", 0)
+    plain, _, jitted = _check_gradients(case, "cpu", torch.bfloat16, torch.Generator().manual_seed(7))
+    assert not any("in_tile" in r.kernel_source for r in explain(jitted))
+    assert torch.equal(grad, plain)
+
+
 @pytest.mark.gpu
 def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to_fit(generator, monkeypatch):
     """Phi-3-mini's RoPE backward (rows of 96) takes 84 registers with NVRTC for sm_90: 2 blocks of 256

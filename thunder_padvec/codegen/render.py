@@ -547,6 +547,30 @@ _RENDERERS = {
 # --------------------------------------------------------------------------------------------
 
 
+TOKEN_TILES = 0  # experiments: a segment's groups taken in tiles of this many along the last row dim (_token_tiles)
+
+
+def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...]) -> list[str]:
+    """``group`` renumbered so that consecutive groups take ``TOKEN_TILES`` rows along the last row dim
+    (tokens) of one plane (the dims before it: heads), then the same rows of the next plane, and only then
+    the next rows: the threads in flight then read and write every plane near the same tokens. An
+    experiment (off: nothing); rows staged in shared memory or registers keep their order."""
+    tile = TOKEN_TILES
+    if not tile or seg.in_shared_memory or seg.in_registers or len(shape) < 3:
+        return []
+    per_row = 1 if seg.whole_rows else shape[-1] // seg.lanes
+    if not seg.whole_rows and shape[-1] % seg.lanes:
+        return []
+    tokens, planes = shape[-2], math.prod(shape[:-2])
+    if tokens % tile or tokens == tile or planes == 1:
+        return []
+    line, span = tokens * per_row, tile * per_row  # groups along one plane's tokens, and in one tile of them
+    return [
+        f"const {IDX} tile = group / {planes * span}, in_tile = group % {planes * span};",
+        f"const {IDX} tiled = in_tile / {span} * {line} + tile * {span} + in_tile % {span};",
+    ]
+
+
 def _coordinates(seg: SegmentPlan) -> list[str]:
     shape, lanes = seg.segment.shape, seg.lanes
     if seg.rows_per_thread > 1:  # the thread's rows are rows_per_thread apart along row_dim
@@ -554,11 +578,13 @@ def _coordinates(seg: SegmentPlan) -> list[str]:
         shape = shape[:d] + (shape[d] // rows,) + shape[d + 1:]
         lines = _coordinates(replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=shape)))
         return lines + [f"const {IDX} c{d}_{i} = c{d} * {rows} + {i};" for i in range(rows)]
-    lines = [f"const {IDX} base = group * {lanes};"]
+    lines = _token_tiles(seg, shape)
+    group = "tiled" if lines else "group"
+    lines.append(f"const {IDX} base = {group} * {lanes};")
     rest = "base"
     if seg.whole_rows:  # a thread owns one whole row, from column ``col`` on (0 but in tiled mode)
         lines.append(f"const {IDX} c{len(shape) - 1} = col;")
-        shape, rest = shape[:-1], "group"
+        shape, rest = shape[:-1], group
     lines.append(f"{IDX} rest = {rest};")
     for d in reversed(range(len(shape))):
         if d == 0:

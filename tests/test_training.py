@@ -254,10 +254,11 @@ TILE_CASES = [GRAD_CASES[2], GRAD_CASES[4], PLANE_CASE]
 
 @pytest.mark.parametrize("case", TILE_CASES, ids=[c[0] for c in TILE_CASES])
 def test_rows_taken_in_tiles_of_tokens_across_the_heads_change_no_value(emulated, monkeypatch, case):
-    """``codegen.render.TOKEN_TILES`` (an experiment): each kernel of both passes renumbers its rows, 2 tokens
-    of every head in turn. The outputs are eager's and the gradient is the one padvec gives in its own row
-    order, bit for bit: the order moves no element's arithmetic."""
+    """Token tiles in every kernel that can take them (``codegen.render.ALL_TOKEN_TILES``, an experiment): each
+    kernel of both passes renumbers its rows, 2 tokens of every head in turn. The outputs are eager's and the
+    gradient is the one padvec gives in its own row order, bit for bit: the order moves no element's arithmetic."""
     render = importlib.import_module("thunder_padvec.codegen.render")
+    monkeypatch.setattr(render, "ALL_TOKEN_TILES", True)
     monkeypatch.setattr(render, "TOKEN_TILES", 2)
     grad, _, jitted = _check_gradients(case, "cpu", torch.bfloat16, torch.Generator().manual_seed(7))
     assert {r.trace for r in explain(jitted) if "in_tile" in r.kernel_source} == {"forward", "backward"}
@@ -265,6 +266,36 @@ def test_rows_taken_in_tiles_of_tokens_across_the_heads_change_no_value(emulated
     plain, _, jitted = _check_gradients(case, "cpu", torch.bfloat16, torch.Generator().manual_seed(7))
     assert not any("in_tile" in r.kernel_source for r in explain(jitted))
     assert torch.equal(grad, plain)
+
+
+# Phi-3-mini's shape of heads: rows of 96 bf16, 192 bytes, each ending in the middle of a 128-byte line of qkv
+SPLIT_LINE_CASE = ("qkv-mha-96", qkv_split_rope, (2, 8, (4 + 2 * 4) * 96), 96,
+                   dict(n_head=4, n_query_groups=4, head_size=96))
+
+
+def _check_token_tiles(device, generator):
+    """Rows that end inside a cache line and lie apart along the tokens (qkv's heads of 192 bytes, read by the
+    forward and written by the backward) are taken 4 tokens of every head in turn, in both passes; rows of whole
+    lines (qkv-mha's 128 bytes) and rows that lie one after the other along the tokens (the RoPE form's x) keep
+    their order."""
+    grad, eager_grad, jitted = _check_gradients(SPLIT_LINE_CASE, device, torch.bfloat16, generator)
+    tiled = [r for r in explain(jitted) if "in_tile" in r.kernel_source]
+    assert {r.trace for r in tiled} == {"forward", "backward"}, [str(r) for r in explain(jitted)]
+    assert all("% 4;" in r.kernel_source for r in tiled)  # tiles of TOKEN_TILES = 4 tokens
+    for case in (GRAD_CASES[5], GRAD_CASES[1], GRAD_CASES[2]):  # qkv-mha, llama-full, phi2-partial
+        _, _, other = _check_gradients(case, device, torch.bfloat16, generator)
+        assert not any("in_tile" in r.kernel_source for r in explain(other)), case[0]
+    return grad, eager_grad
+
+
+def test_rows_that_end_inside_a_line_are_taken_in_tiles_of_tokens(emulated, generator):
+    _check_token_tiles("cpu", generator)
+
+
+@pytest.mark.gpu
+def test_rows_that_end_inside_a_line_are_taken_in_tiles_of_tokens_on_the_gpu(generator):
+    grad, eager_grad = _check_token_tiles("cuda", generator)
+    assert torch.equal(grad, eager_grad)
 
 
 @pytest.mark.gpu

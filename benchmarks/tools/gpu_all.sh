@@ -78,10 +78,13 @@
 #   fwd_qkv_eager the qkv form's forward rows with the grouped form's q, k and v as eager lays them out
 #              (source_orders off), run_fwd_qkv_eager.json
 #   tiles_bwd  tools/explore.py on the backward kernels (padvec1) of the qkv form's fwd+bwd at batch 1 (Phi-3-mini,
-#              Llama-3-8B, Mistral-7B, Llama-2-7b): rows in their own order against taken in tiles of 1, 8, 32 and 128
-#              tokens across every head (codegen.render.TOKEN_TILES), the log under $OUT/tiles_bwd.log
+#              Llama-3-8B, Mistral-7B, Llama-2-7b): every segment's rows in tiles of 1, 8, 32 and 128 tokens across
+#              every head (codegen.render.ALL_TOKEN_TILES) against the default, the log under $OUT/tiles_bwd.log
 #   tiles_fwd  the same on qkv forwards (Llama-3-8B, Mistral-7B, Phi-3-mini b1) and phi-2 b2's RoPE forward,
 #              tiles of 1, 8 and 32 tokens, the log under $OUT/tiles_fwd.log
+#   tiles_rule tools/explore.py on the rows whose kernels take tiles of 4 tokens by the rule (the qkv form of
+#              Phi-3-mini and phi-2, rows ending inside a line: codegen.render._lines_split_across_heads), the
+#              default against no tiles (TOKEN_TILES=0), the log under $OUT/tiles_rule.log
 #   ncu_bwd    tools/gpu_ncu.sh on the qkv form's fwd+bwd at batch 1 of Llama-3-8B and Mistral-7B (grouped queries),
 #              Phi-3-mini and Llama-2-7b (a query head per key head), clean L2: time, DRAM bytes and throughput, issue
 #              slots busy, instructions and the warps' stall reasons per issued instruction for each kernel
@@ -114,11 +117,11 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-# the GPU tests added or changed last: the gradients of the qkv form with q and k in eager's order (qkv-mha,
-# tests/test_training.py), random chains of layout ops on strided inputs (tests/test_views.py), the first call
-# timing lanes that reload (tests/test_gpu.py);
+# the GPU tests added or changed last: rows taken in tiles of tokens (tests/test_training.py), the gradients of
+# the qkv form with q and k in eager's order (qkv-mha, tests/test_training.py), random chains of layout ops on
+# strided inputs (tests/test_views.py), the first call timing lanes that reload (tests/test_gpu.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="mha or random_chains or lanes_that_reload"
+FRESH="tiles_of_tokens or mha or random_chains or lanes_that_reload"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in
@@ -220,12 +223,18 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               | tee $OUT/tokens.log | tail -3) ;;
     tiles_bwd) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd \
-              Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --variants base: t1:TOKEN_TILES=1 \
-              t8:TOKEN_TILES=8 t32:TOKEN_TILES=32 t128:TOKEN_TILES=128 2>&1 | grep -v Warning | tee $OUT/tiles_bwd.log | tail -3) ;;
+              Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --variants base: t1:ALL_TOKEN_TILES=1,TOKEN_TILES=1 \
+              t8:ALL_TOKEN_TILES=1,TOKEN_TILES=8 t32:ALL_TOKEN_TILES=1,TOKEN_TILES=32 t128:ALL_TOKEN_TILES=1,TOKEN_TILES=128 2>&1 | grep -v Warning | tee $OUT/tiles_bwd.log | tail -3) ;;
     tiles_fwd) (cd benchmarks/tools && timeout -s INT 240 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd \
-              phi-2-b2-rope-bfloat16-fwd --variants base: t1:TOKEN_TILES=1 t8:TOKEN_TILES=8 \
-              t32:TOKEN_TILES=32 2>&1 | grep -v Warning | tee $OUT/tiles_fwd.log | tail -3) ;;
+              phi-2-b2-rope-bfloat16-fwd --variants base: t1:ALL_TOKEN_TILES=1,TOKEN_TILES=1 \
+              t8:ALL_TOKEN_TILES=1,TOKEN_TILES=8 t32:ALL_TOKEN_TILES=1,TOKEN_TILES=32 2>&1 | grep -v Warning | tee $OUT/tiles_fwd.log | tail -3) ;;
+    tiles_rule) (cd benchmarks/tools && timeout -s INT 280 python3 explore.py --cases Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd \
+              Phi-3-mini-b2-qkv_split_rope-bfloat16-fwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              Phi-3-mini-b2-qkv_split_rope-bfloat16-fwd+bwd phi-2-b1-qkv_split_rope-bfloat16-fwd \
+              phi-2-b2-qkv_split_rope-bfloat16-fwd phi-2-b1-qkv_split_rope-bfloat16-fwd+bwd \
+              phi-2-b2-qkv_split_rope-bfloat16-fwd+bwd --variants base: untiled:TOKEN_TILES=0 2>&1 | grep -v Warning \
+              | tee $OUT/tiles_rule.log | tail -3) ;;
     ncu_bwd) stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard \
               short_scoreboard lg_throttle mio_throttle drain wait not_selected math_pipe_throttle no_instruction)
               THUNDER_PADVEC_TUNE=0 PADVEC_NCU_TAG=-bwd \

@@ -547,15 +547,47 @@ _RENDERERS = {
 # --------------------------------------------------------------------------------------------
 
 
-TOKEN_TILES = 0  # experiments: a segment's groups taken in tiles of this many along the last row dim (_token_tiles)
+TOKEN_TILES = 4  # tokens a tile of rows takes along each head in turn, where a row ends inside a line (_token_tiles)
+ALL_TOKEN_TILES = False  # ... in every segment that can renumber its rows (experiments)
+LINE_BYTES = 128
 
 
-def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...]) -> list[str]:
-    """``group`` renumbered so that consecutive groups take ``TOKEN_TILES`` rows along the last row dim
-    (tokens) of one plane (the dims before it: heads), then the same rows of the next plane, and only then
-    the next rows: the threads in flight then read and write every plane near the same tokens. An
-    experiment (off: nothing); rows staged in shared memory or registers keep their order."""
-    tile = TOKEN_TILES
+def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
+    """Whether the segment reads or writes a tensor whose rows (the last dim) end inside a 128-byte line
+    and lie apart along the tokens (the dim before it): heads inner to tokens, as qkv holds them (Phi-3-mini's
+    rows of 192 bytes). The line a row ends in is the next head's row's first, which other threads take."""
+    shape, kernel = seg.segment.shape, plan.kernel
+    tokens, features = len(shape) - 2, len(shape) - 1
+
+    def apart(token_stride: int, feature_stride: int, row: int, itemsize: int) -> bool:
+        return feature_stride == 1 and token_stride != row and row * itemsize % LINE_BYTES != 0
+
+    for store in seg.segment.stores:
+        node = kernel.node(store.output)
+        strides = plan.output_layout(store.output_index).strides
+        if len(strides) == len(shape) and apart(strides[tokens], strides[features], node.type.shape[features],
+                                                node.type.dtype.itemsize):
+            return True
+    for site in seg.segment.sites:
+        node = kernel.node(site.node)
+        if not isinstance(node, (ir.Input, ir.View)):
+            continue
+        dims = {ref: d for d, (ref, _) in enumerate(site.index_map) if ref is not None}
+        if tokens not in dims or features not in dims:
+            continue
+        parts = plan.layout_of(node).parts(node.type.shape)
+        (_, token_stride), (_, feature_stride) = parts[dims[tokens]][-1], parts[dims[features]][-1]
+        if apart(token_stride, feature_stride, node.type.shape[dims[features]], node.type.dtype.itemsize):
+            return True
+    return False
+
+
+def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...], tile: int) -> list[str]:
+    """``group`` renumbered so that consecutive groups take ``tile`` rows along the last row dim (tokens)
+    of one plane (the dims before it: heads), then the same rows of the next plane, and only then the next
+    rows: the threads in flight then read and write every plane near the same tokens, and the two halves of
+    a line that two heads' rows share are written (or read) close in time. Nothing where ``tile`` is 0 or
+    does not divide the tokens; rows staged in shared memory or registers keep their order."""
     if not tile or seg.in_shared_memory or seg.in_registers or len(shape) < 3:
         return []
     per_row = 1 if seg.whole_rows else shape[-1] // seg.lanes
@@ -571,14 +603,15 @@ def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...]) -> list[str]:
     ]
 
 
-def _coordinates(seg: SegmentPlan) -> list[str]:
+def _coordinates(seg: SegmentPlan, tile: int = 0) -> list[str]:
+    """The thread's coordinates in the segment, from its ``group`` (renumbered in tiles of ``tile`` tokens)."""
     shape, lanes = seg.segment.shape, seg.lanes
     if seg.rows_per_thread > 1:  # the thread's rows are rows_per_thread apart along row_dim
         d, rows = seg.row_dim, seg.rows_per_thread
         shape = shape[:d] + (shape[d] // rows,) + shape[d + 1:]
-        lines = _coordinates(replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=shape)))
+        lines = _coordinates(replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=shape)), tile)
         return lines + [f"const {IDX} c{d}_{i} = c{d} * {rows} + {i};" for i in range(rows)]
-    lines = _token_tiles(seg, shape)
+    lines = _token_tiles(seg, shape, tile)
     group = "tiled" if lines else "group"
     lines.append(f"const {IDX} base = {group} * {lanes};")
     rest = "base"
@@ -641,7 +674,8 @@ def _render_chunk(r: _Segment) -> list[str]:
 
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
     r = _Segment(plan, seg, params, gathers=gathers(plan, seg))
-    body = _coordinates(seg) + _staged_rows(seg, plan.kernel)
+    tile = TOKEN_TILES if ALL_TOKEN_TILES or _lines_split_across_heads(plan, seg) else 0
+    body = _coordinates(seg, tile) + _staged_rows(seg, plan.kernel)
     if seg.lane_steps > 1:  # tiled, its steps side by side
         body += _render_lane_steps(r)
     elif seg.tiled:  # one block per row and step: its first column, and the threads that take part

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import torch
+import torch.nn.functional as F
 from helpers import jit_and_run, randn, unfused_ops
 
 from thunder_padvec import explain, schedule
@@ -350,3 +351,23 @@ def test_random_chains_on_strided_inputs_run_in_one_kernel_equal_to_eager_on_the
     """The same on the GPU (the tuner's launch variants and the copy's launch included)."""
     seen = _random_chains_through_padvec("cuda")
     assert seen["fused"] >= 36 and seen["copied"] >= 1, seen
+
+
+ONE_ELEMENT_VIEWS = {
+    "pad": lambda t: F.pad(t.reshape(1, 1, 1), (1, 1)) * 2.0 + 1.0,
+    "expand-pad": lambda t: F.pad(t.reshape(1, 1, 1, 1).expand(1, 2, 1, 1), (1, 1)) * 2.0,
+    "expand-rows": lambda t: F.pad(t.reshape(1, 1, 1).expand(3, 1, 1), (0, 1)) * 2.0,
+    "slice": lambda t: t.reshape(1, 1, 1)[:, :, :1] * 2.0 + 1.0,
+}
+
+
+@pytest.mark.parametrize("name", ONE_ELEMENT_VIEWS)
+def test_views_of_one_element_with_dims_of_extent_one_run_in_a_kernel(emulated, generator, name):
+    """A one-element input viewed with dims of extent 1 (a view's dim of extent 1 has no components): the
+    checks that read the views' strides along rows and tokens (``codegen.render._lines_split_across_heads``)
+    build the kernel, and its output is eager's."""
+    fn = ONE_ELEMENT_VIEWS[name]
+    x = randn(1, generator=generator)
+    jitted, out, trace = jit_and_run(fn, x)
+    assert torch.equal(out, fn(x)) and not unfused_ops(trace)
+    assert [r.plan is not None for r in explain(jitted)] == [True]

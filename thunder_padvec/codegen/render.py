@@ -557,6 +557,8 @@ def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
     and lie apart along the tokens (the dim before it): heads inner to tokens, as qkv holds them (Phi-3-mini's
     rows of 192 bytes). The line a row ends in is the next head's row's first, which other threads take."""
     shape, kernel = seg.segment.shape, plan.kernel
+    if len(shape) < 3:  # no heads beside the tokens
+        return False
     tokens, features = len(shape) - 2, len(shape) - 1
 
     def apart(token_stride: int, feature_stride: int, row: int, itemsize: int) -> bool:
@@ -576,10 +578,17 @@ def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
         if tokens not in dims or features not in dims:
             continue
         parts = plan.layout_of(node).parts(node.type.shape)
-        (_, token_stride), (_, feature_stride) = parts[dims[tokens]][-1], parts[dims[features]][-1]
-        if apart(token_stride, feature_stride, node.type.shape[dims[features]], node.type.dtype.itemsize):
+        token_stride, feature_stride = _inner_stride(parts[dims[tokens]]), _inner_stride(parts[dims[features]])
+        if None not in (token_stride, feature_stride) and apart(token_stride, feature_stride,
+                                                                node.type.shape[dims[features]],
+                                                                node.type.dtype.itemsize):
             return True
     return False
+
+
+def _inner_stride(parts: tuple) -> int | None:
+    """The stride of a dim's innermost component that has extent (a view's dim may have none: extent 1)."""
+    return next((stride for extent, stride in reversed(parts) if extent > 1), None)
 
 
 def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...], tile: int) -> list[str]:
@@ -674,7 +683,9 @@ def _render_chunk(r: _Segment) -> list[str]:
 
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
     r = _Segment(plan, seg, params, gathers=gathers(plan, seg))
-    tile = TOKEN_TILES if ALL_TOKEN_TILES or _lines_split_across_heads(plan, seg) else 0
+    # not where pieces of cut rows interleave (phi-2's qkv form: its fwd+bwd 2-4% slower with tiles on an H100)
+    split = not params.interleave and _lines_split_across_heads(plan, seg)
+    tile = TOKEN_TILES if ALL_TOKEN_TILES or split else 0
     body = _coordinates(seg, tile) + _staged_rows(seg, plan.kernel)
     if seg.lane_steps > 1:  # tiled, its steps side by side
         body += _render_lane_steps(r)

@@ -30,6 +30,7 @@ from .fusion import TORCH_DTYPES, PadvecFusion, WithPrologue, strides_for_order
 from .lower import lower
 from .reshapes import UnfoldableReshape, merge_groups, split_groups
 from .schedule import TUNING
+from .vectorize.plan import whole_lines
 from .vectorize.views import contiguous_strides, fold
 
 log = logging.getLogger("thunder_padvec")
@@ -327,8 +328,7 @@ def _whole_lines(shape, itemsize: int) -> bool:
     (``TUNING.eager_order_bytes``): rows in PyTorch's order lie apart, and a row that ends inside a line shares
     that line with a row another block writes (on an H100, Phi-3-mini's q and k, rows of 192 bytes, were
     written 4% slower so)."""
-    line = TUNING.eager_order_bytes
-    return len(shape) > 0 and line > 0 and shape[-1] > 0 and shape[-1] * itemsize % line == 0
+    return whole_lines(shape, itemsize, TUNING.eager_order_bytes)
 
 
 def _source_orders(kernel: ir.Kernel) -> tuple[tuple[int, ...] | None, ...]:

@@ -33,7 +33,7 @@ from .. import ir
 from ..schedule import LaunchParams, SegmentLaunch
 from ..vectorize import SegmentPlan, Site, Staging, Store, VectorPlan
 from ..vectorize.gathers import Window, gathers
-from ..vectorize.plan import WARP, shared_by_rows, step_distance
+from ..vectorize.plan import WARP, shared_by_rows, step_distance, whole_lines
 from . import scalar
 
 IDX = "padvec_idx"
@@ -549,7 +549,6 @@ _RENDERERS = {
 
 TOKEN_TILES = 4  # tokens a tile of rows takes along each head in turn, where a row ends inside a line (_token_tiles)
 ALL_TOKEN_TILES = False  # ... in every segment that can renumber its rows (experiments)
-LINE_BYTES = 128
 
 
 def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
@@ -562,7 +561,7 @@ def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
     tokens, features = len(shape) - 2, len(shape) - 1
 
     def apart(token_stride: int, feature_stride: int, row: int, itemsize: int) -> bool:
-        return feature_stride == 1 and token_stride != row and row * itemsize % LINE_BYTES != 0
+        return feature_stride == 1 and token_stride != row and not whole_lines((row,), itemsize)
 
     for store in seg.segment.stores:
         node = kernel.node(store.output)
@@ -599,9 +598,9 @@ def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...], tile: int) -> list[st
     does not divide the tokens; rows staged in shared memory or registers keep their order."""
     if not tile or seg.in_shared_memory or seg.in_registers or len(shape) < 3:
         return []
-    per_row = 1 if seg.whole_rows else shape[-1] // seg.lanes
     if not seg.whole_rows and shape[-1] % seg.lanes:
         return []
+    per_row = 1 if seg.whole_rows else shape[-1] // seg.lanes
     tokens, planes = shape[-2], math.prod(shape[:-2])
     if tokens % tile or tokens == tile or planes == 1:
         return []

@@ -122,6 +122,14 @@ class Layout:
         return self.components or tuple(((e, s),) for e, s in zip(shape, self.strides))
 
 
+LINE_BYTES = 128  # a cache line
+
+
+def whole_lines(shape, itemsize: int, line: int = LINE_BYTES) -> bool:
+    """Whether rows (the innermost dim) of a tensor of ``shape`` fill whole lines of ``line`` bytes."""
+    return len(shape) > 0 and line > 0 and shape[-1] > 0 and shape[-1] * itemsize % line == 0
+
+
 def shared_by_rows(offset: int, parts: tuple, rows: int) -> bool:
     """Whether a dim that a thread's ``rows`` rows step along, read at ``offset``, addresses one element
     for all of them: its innermost component is broadcast (stride 0) over a multiple of ``rows`` (the

@@ -282,9 +282,14 @@ def _check_token_tiles(device, generator):
     tiled = [r for r in explain(jitted) if "in_tile" in r.kernel_source]
     assert {r.trace for r in tiled} == {"forward", "backward"}, [str(r) for r in explain(jitted)]
     assert all("% 4;" in r.kernel_source for r in tiled)  # tiles of TOKEN_TILES = 4 tokens
+    for r in tiled:  # the explanation says which segments: those that read (forward) or write (backward) qkv
+        assert any(r.token_tiles) and "rows in tiles of 4 tokens across the heads" in str(r), str(r)
+        said = [line for line in r.segments if "tiles of 4 tokens" in line]
+        assert len(said) == sum(t == 4 for t in r.token_tiles) and len(said) <= len(r.segments)
     for case in (GRAD_CASES[5], GRAD_CASES[1], GRAD_CASES[2]):  # qkv-mha, llama-full, phi2-partial
         _, _, other = _check_gradients(case, device, torch.bfloat16, generator)
         assert not any("in_tile" in r.kernel_source for r in explain(other)), case[0]
+        assert not any(any(r.token_tiles) or "tiles of" in str(r) for r in explain(other)), case[0]
     return grad, eager_grad
 
 

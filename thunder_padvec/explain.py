@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ir
+from . import codegen, ir
 from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
@@ -52,6 +52,7 @@ class FusionReport:
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
     prologue: str = ""  # symbols of the region run in PyTorch before the kernel (fusion.WithPrologue)
     copied: tuple[str, ...] = ()  # inputs copied row-major before the kernel (their views don't fold their strides)
+    token_tiles: tuple[int, ...] = ()  # per segment: tokens a tile of its rows takes along each head (0: none)
 
     @property
     def decisions(self) -> list[str]:
@@ -63,14 +64,23 @@ class FusionReport:
             [f"copied row-major before the kernel (views that don't fold their strides): {', '.join(self.copied)}"]
             if self.copied else [])
 
+    @property
+    def segments(self) -> list[str]:
+        """How the threads cover each segment of the plan, a line each."""
+        if self.plan is None:
+            return []
+        tiles = self.token_tiles or (0,) * len(self.plan.segments)
+        return [f"segment {i}: {seg.mapping}" + (f", rows in tiles of {tile} tokens across the heads (a row ends "
+                                                  "inside a 128-byte line)" if tile else "")
+                for i, (seg, tile) in enumerate(zip(self.plan.segments, tiles))]
+
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
         if self.launch is None:
             return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
         head += [f"  {line}" for line in self.decisions]
-        if self.plan is not None:
-            head += [f"  segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
+        head += [f"  {line}" for line in self.segments]
         head += [f"  output {name} allocated so that its permute {order} is contiguous"
                  for name, order in self.output_orders.items()]
         head.append(f"  source: {self.source_path}")
@@ -94,8 +104,7 @@ class FusionReport:
             return "\n".join(lines + [self.source or "not run yet"])
         lines.append(f"launch: `{self.launch}`")
         lines += self.decisions
-        if self.plan is not None:
-            lines += [f"- segment {i}: {seg.mapping}" for i, seg in enumerate(self.plan.segments)]
+        lines += [f"- {line}" for line in self.segments]
         lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]
         lines += [f"| {a.tensor} | {a.role} | {a.via} | {a.projected_extent} | {a.width} | {a.access} |"
                   for a in self.accesses]
@@ -167,6 +176,7 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
         spec.plan, orders, str(spec.choice or ""), spec.replanned, prologue,
         tuple(fusion.kernel.inputs[i].name for i in spec.copied),
+        tuple(codegen.token_tile(spec.plan, seg, spec.params) for seg in spec.plan.segments),
     )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-from .render import render
+from .render import render, token_tile
 
-__all__ = ["render", "device_source", "host_source"]
+__all__ = ["render", "token_tile", "device_source", "host_source"]
 
 
 @cache

@@ -611,13 +611,29 @@ def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...], tile: int) -> list[st
     ]
 
 
+def token_tile(plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> int:
+    """Tokens a tile of the segment's rows takes along each head in turn (``_token_tiles``), 0 where its rows
+    keep their order: tiles where a row ends inside a line and rows lie apart along the tokens
+    (``_lines_split_across_heads``), not where pieces of cut rows interleave (phi-2's qkv form: its fwd+bwd
+    2-4% slower with tiles on an H100), nor where the renumbering does not apply."""
+    split = not params.interleave and _lines_split_across_heads(plan, seg)
+    tile = TOKEN_TILES if ALL_TOKEN_TILES or split else 0
+    return tile if _token_tiles(seg, _thread_shape(seg), tile) else 0
+
+
+def _thread_shape(seg: SegmentPlan) -> tuple[int, ...]:
+    """The segment's shape as its threads cover it: the row dim divided by the rows a thread takes."""
+    shape, d, rows = seg.segment.shape, seg.row_dim, seg.rows_per_thread
+    return shape if rows <= 1 else shape[:d] + (shape[d] // rows,) + shape[d + 1:]
+
+
 def _coordinates(seg: SegmentPlan, tile: int = 0) -> list[str]:
     """The thread's coordinates in the segment, from its ``group`` (renumbered in tiles of ``tile`` tokens)."""
     shape, lanes = seg.segment.shape, seg.lanes
     if seg.rows_per_thread > 1:  # the thread's rows are rows_per_thread apart along row_dim
         d, rows = seg.row_dim, seg.rows_per_thread
-        shape = shape[:d] + (shape[d] // rows,) + shape[d + 1:]
-        lines = _coordinates(replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=shape)), tile)
+        single = replace(seg, rows_per_thread=1, segment=replace(seg.segment, shape=_thread_shape(seg)))
+        lines = _coordinates(single, tile)
         return lines + [f"const {IDX} c{d}_{i} = c{d} * {rows} + {i};" for i in range(rows)]
     lines = _token_tiles(seg, shape, tile)
     group = "tiled" if lines else "group"
@@ -682,10 +698,7 @@ def _render_chunk(r: _Segment) -> list[str]:
 
 def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> list[str]:
     r = _Segment(plan, seg, params, gathers=gathers(plan, seg))
-    # not where pieces of cut rows interleave (phi-2's qkv form: its fwd+bwd 2-4% slower with tiles on an H100)
-    split = not params.interleave and _lines_split_across_heads(plan, seg)
-    tile = TOKEN_TILES if ALL_TOKEN_TILES or split else 0
-    body = _coordinates(seg, tile) + _staged_rows(seg, plan.kernel)
+    body = _coordinates(seg, token_tile(plan, seg, params)) + _staged_rows(seg, plan.kernel)
     if seg.lane_steps > 1:  # tiled, its steps side by side
         body += _render_lane_steps(r)
     elif seg.tiled:  # one block per row and step: its first column, and the threads that take part

@@ -52,7 +52,6 @@ class FusionReport:
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
     prologue: str = ""  # symbols of the region run in PyTorch before the kernel (fusion.WithPrologue)
     copied: tuple[str, ...] = ()  # inputs copied row-major before the kernel (their views don't fold their strides)
-    token_tiles: tuple[int, ...] = ()  # per segment: tokens a tile of its rows takes along each head (0: none)
 
     @property
     def decisions(self) -> list[str]:
@@ -65,14 +64,20 @@ class FusionReport:
             if self.copied else [])
 
     @property
+    def token_tiles(self) -> tuple[int, ...]:
+        """Per segment: tokens a tile of its rows takes along each head in turn (0: rows in their own order)."""
+        if self.plan is None or self.launch is None:
+            return ()
+        return tuple(codegen.token_tile(self.plan, seg, self.launch) for seg in self.plan.segments)
+
+    @property
     def segments(self) -> list[str]:
         """How the threads cover each segment of the plan, a line each."""
         if self.plan is None:
             return []
-        tiles = self.token_tiles or (0,) * len(self.plan.segments)
         return [f"segment {i}: {seg.mapping}" + (f", rows in tiles of {tile} tokens across the heads (a row ends "
                                                   "inside a 128-byte line)" if tile else "")
-                for i, (seg, tile) in enumerate(zip(self.plan.segments, tiles))]
+                for i, (seg, tile) in enumerate(zip(self.plan.segments, self.token_tiles))]
 
     def __str__(self) -> str:
         head = [f"{self.name} ({self.trace}): {len(self.ops)} ops: {', '.join(self.ops)}"]
@@ -176,7 +181,6 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
         spec.plan, orders, str(spec.choice or ""), spec.replanned, prologue,
         tuple(fusion.kernel.inputs[i].name for i in spec.copied),
-        tuple(codegen.token_tile(spec.plan, seg, spec.params) for seg in spec.plan.segments),
     )
 
 

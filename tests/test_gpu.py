@@ -323,7 +323,8 @@ def test_the_first_call_times_lanes_that_reload_and_either_plan_gives_eagers_val
 
 def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_back(generator, monkeypatch, tmp_path):
     """The first call of a specialization times the kernel with and without the evict_last hints (and in
-    plane order where that changes it) on the call's tensors and keeps one; it computes the same values
+    plane order where that changes it, and with qkv's rows taken a token of every head in turn) on the
+    call's tensors and keeps one; it computes the same values
     either way. A second jit of the function after the in-memory cache is cleared (a new process) reads
     the decision from disk and times nothing."""
     from thunder_padvec.runtime import cache, tune
@@ -341,9 +342,12 @@ def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_ba
     (report,) = explain(jitted)
     assert tune.timings == before + 1
     chosen = report.choice.split(": ")[-1]
-    assert report.choice.count(" µs") in (2, 3) and chosen in {"keep", "plain", "keep in plane order"}, report.choice
+    assert report.choice.count(" µs") in (3, 4) and "keep, tokens first " in report.choice, report.choice
+    assert chosen in {"keep", "plain", "keep reused", "keep in plane order", "keep, tokens first"}, report.choice
     assert ("padvec_load_keep<" in report.kernel_source) == chosen.startswith("keep")
     assert ("tile_index = (b %" in report.kernel_source) == chosen.endswith("plane order")
+    assert report.launch.tokens_first == chosen.endswith("tokens first")
+    assert report.token_tiles == ((1,) if chosen.endswith("tokens first") else (4,)), str(report)
     cache.clear_memory()
     jitted, outs, _ = jit_and_run(qkv_split_rope, *args)
     for got, want in zip(outs, qkv_split_rope(*args)):

@@ -298,8 +298,50 @@ def test_rows_that_end_inside_a_line_are_taken_in_tiles_of_tokens(emulated, gene
 
 
 @pytest.mark.gpu
-def test_rows_that_end_inside_a_line_are_taken_in_tiles_of_tokens_on_the_gpu(generator):
+def test_rows_that_end_inside_a_line_are_taken_in_tiles_of_tokens_on_the_gpu(generator, monkeypatch):
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "tokens_first_variant", False)  # the rule's tiles, not a timed variant's
     grad, eager_grad = _check_token_tiles("cuda", generator)
+    assert torch.equal(grad, eager_grad)
+
+
+def _check_tokens_first(device, generator, monkeypatch):
+    """The launch variant tokens first (``LaunchParams.tokens_first``) as the default: the kernels that read
+    qkv (the forward) or write its gradient (the backward), whose rows lie apart along the tokens, take a
+    token of every head in turn (tiles of one token), whole-line rows (qkv-gqa's 64 bytes, qkv-mha's 128) and
+    rows of 192 bytes alike, and the explanation says so; the RoPE form's kernels keep their order. Outputs
+    and gradients are those of the default order, bit for bit."""
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "tokens_first_variant", False)  # no timed variant beside it on a GPU
+    for case in (GRAD_CASES[3], GRAD_CASES[5], SPLIT_LINE_CASE):
+        seed = generator.initial_seed()
+        monkeypatch.setattr(schedule.TUNING, "tokens_first", True)
+        grad, eager_grad, jitted = _check_gradients(case, device, torch.bfloat16, torch.Generator().manual_seed(seed))
+        reports = explain(jitted)
+        assert {r.trace for r in reports if 1 in r.token_tiles} == {"forward", "backward"}, case[0]
+        for r in reports:
+            assert r.launch.tokens_first and "tokens first" in str(r.launch)
+            said = [line for line in r.segments if "a token of every head in turn" in line]
+            assert len(said) == r.token_tiles.count(1) and ("in_tile" in r.kernel_source) == bool(said)
+        monkeypatch.setattr(schedule.TUNING, "tokens_first", False)
+        plain, _, jitted = _check_gradients(case, device, torch.bfloat16, torch.Generator().manual_seed(seed))
+        assert not any(1 in r.token_tiles for r in explain(jitted))
+        assert torch.equal(grad, plain), case[0]
+    monkeypatch.setattr(schedule.TUNING, "tokens_first", True)
+    _, _, jitted = _check_gradients(GRAD_CASES[1], device, torch.bfloat16, generator)  # llama-full: x's rows in order
+    assert not any("in_tile" in r.kernel_source or any(r.token_tiles) for r in explain(jitted))
+    return grad, eager_grad
+
+
+def test_rows_apart_along_the_tokens_taken_tokens_first_change_no_value(emulated, generator, monkeypatch):
+    _check_tokens_first("cpu", generator, monkeypatch)
+
+
+@pytest.mark.gpu
+def test_rows_apart_along_the_tokens_taken_tokens_first_on_the_gpu(generator, monkeypatch):
+    grad, eager_grad = _check_tokens_first("cuda", generator, monkeypatch)
     assert torch.equal(grad, eager_grad)
 
 

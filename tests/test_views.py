@@ -364,7 +364,7 @@ ONE_ELEMENT_VIEWS = {
 @pytest.mark.parametrize("name", ONE_ELEMENT_VIEWS)
 def test_views_of_one_element_with_dims_of_extent_one_run_in_a_kernel(emulated, generator, name):
     """A one-element input viewed with dims of extent 1 (a view's dim of extent 1 has no components): the
-    checks that read the views' strides along rows and tokens (``codegen.render._lines_split_across_heads``)
+    checks that read the views' strides along rows and tokens (``codegen.render._rows_apart_along_tokens``)
     build the kernel, and its output is eager's."""
     fn = ONE_ELEMENT_VIEWS[name]
     x = randn(1, generator=generator)

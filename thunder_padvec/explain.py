@@ -75,8 +75,7 @@ class FusionReport:
         """How the threads cover each segment of the plan, a line each."""
         if self.plan is None:
             return []
-        return [f"segment {i}: {seg.mapping}" + (f", rows in tiles of {tile} tokens across the heads (a row ends "
-                                                  "inside a 128-byte line)" if tile else "")
+        return [f"segment {i}: {seg.mapping}" + _tiles_said(tile)
                 for i, (seg, tile) in enumerate(zip(self.plan.segments, self.token_tiles))]
 
     def __str__(self) -> str:
@@ -123,6 +122,15 @@ class FusionReport:
             start = self.source.find("typedef long long padvec_idx")
         end = self.source.find("// thunder_padvec host launcher")
         return self.source[max(start, 0): end if end > 0 else None]
+
+
+def _tiles_said(tile: int) -> str:
+    """What a segment's line adds about the order of its rows (``codegen.token_tile``)."""
+    if tile == 1:
+        return ", rows a token of every head in turn (they lie apart along the tokens: the launch variant tokens first)"
+    if tile:
+        return f", rows in tiles of {tile} tokens across the heads (a row ends inside a 128-byte line)"
+    return ""
 
 
 def _extent(frontier: Frontier) -> int:

@@ -156,11 +156,11 @@ def _without_word_pairs(plan: vectorize.VectorPlan, build, load):
 
 
 def _replanned_launch(plan: vectorize.VectorPlan, variant: LaunchParams) -> LaunchParams:
-    """The launch of a plan made again, with the hints of ``variant`` carried over, not what the fit of the
-    first plan's registers made of them (its __launch_bounds__; its word pairs, which the new build weighs
-    again for itself)."""
+    """The launch of a plan made again, with the hints and the row order (tokens first) of ``variant``
+    carried over, not what the fit of the first plan's registers made of them (its __launch_bounds__; its
+    word pairs, which the new build weighs again for itself)."""
     return replace(schedule(plan), keep_hints=variant.keep_hints, keep_once=variant.keep_once,
-                   word_pairs=variant.word_pairs)
+                   word_pairs=variant.word_pairs, tokens_first=variant.tokens_first)
 
 
 def _load_plan(plan: vectorize.VectorPlan, params: LaunchParams, load):

@@ -41,6 +41,8 @@ class Tuning:
     wave_fit: bool = True  # a launch whose last wave is mostly idle takes twice the threads a row (fusion)
     team_scale: int = 1  # threads sharing a row, this many times the planned count (vectorize.wider_teams)
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
+    tokens_first_variant: bool = True  # ... and rows that lie apart along the tokens taken token by token (tune)
+    tokens_first: bool = False  # that variant as the default (LaunchParams.tokens_first)
     eager_orders: bool = True  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
     eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
     source_orders: bool = True  # else an output of a region that transposes in the memory order of the views it is
@@ -73,6 +75,7 @@ class LaunchParams:
     interleave: bool = False  # see Tuning
     word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._without_word_pairs)
     keep_once: bool = True  # with keep_hints: inputs read once kept too (codegen.render._load_op); else only reused
+    tokens_first: bool = False  # rows that lie apart along the tokens taken a token of every head in turn (render)
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
@@ -80,6 +83,7 @@ class LaunchParams:
         bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
         order = ", segments interleaved" if self.interleave else ""
         pairs = "" if self.word_pairs else ", 16-bit lanes one at a time"
+        pairs += ", tokens first" if self.tokens_first else ""
         return (f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order}{pairs}"
                 f" ({parts})")
 
@@ -146,4 +150,4 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
                         TUNING.load_hints, TUNING.store_hints, TUNING.keep_hints,
-                        TUNING.plane_order, interleaves(plan), TUNING.word_pairs)
+                        TUNING.plane_order, interleaves(plan), TUNING.word_pairs, tokens_first=TUNING.tokens_first)

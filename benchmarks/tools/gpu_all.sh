@@ -83,7 +83,7 @@
 #   tiles_fwd  the same on qkv forwards (Llama-3-8B, Mistral-7B, Phi-3-mini b1) and phi-2 b2's RoPE forward,
 #              tiles of 1, 8 and 32 tokens, the log under $OUT/tiles_fwd.log
 #   tiles_rule tools/explore.py on the rows whose kernels take tiles of 4 tokens by the rule (the qkv form of
-#              Phi-3-mini and phi-2, rows ending inside a line: codegen.render._lines_split_across_heads), the
+#              Phi-3-mini and phi-2, rows ending inside a line: codegen.render._rows_apart_along_tokens), the
 #              default against no tiles (TOKEN_TILES=0), the log under $OUT/tiles_rule.log
 #   ncu_bwd    tools/gpu_ncu.sh on the qkv form's fwd+bwd at batch 1 of Llama-3-8B and Mistral-7B (grouped queries),
 #              Phi-3-mini and Llama-2-7b (a query head per key head), clean L2: time, DRAM bytes and throughput, issue
@@ -117,11 +117,12 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
-# the GPU tests added or changed last: rows taken in tiles of tokens (tests/test_training.py), the gradients of
+# the GPU tests added or changed last: qkv's rows taken tokens first, a launch variant, and rows taken in tiles of
+# tokens (tests/test_training.py), the first call timing its launch variants (tests/test_gpu.py), the gradients of
 # the qkv form with q and k in eager's order (qkv-mha, tests/test_training.py), random chains of layout ops on
-# strided inputs (tests/test_views.py), the first call timing lanes that reload (tests/test_gpu.py);
+# strided inputs (tests/test_views.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="tiles_of_tokens or mha or random_chains or lanes_that_reload"
+FRESH="tokens_first or tiles_of_tokens or launch_variants or mha or random_chains"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in

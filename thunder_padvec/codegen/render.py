@@ -551,17 +551,18 @@ TOKEN_TILES = 4  # tokens a tile of rows takes along each head in turn, where a 
 ALL_TOKEN_TILES = False  # ... in every segment that can renumber its rows (experiments)
 
 
-def _lines_split_across_heads(plan: VectorPlan, seg: SegmentPlan) -> bool:
-    """Whether the segment reads or writes a tensor whose rows (the last dim) end inside a 128-byte line
-    and lie apart along the tokens (the dim before it): heads inner to tokens, as qkv holds them (Phi-3-mini's
-    rows of 192 bytes). The line a row ends in is the next head's row's first, which other threads take."""
+def _rows_apart_along_tokens(plan: VectorPlan, seg: SegmentPlan, split_lines: bool = False) -> bool:
+    """Whether the segment reads or writes a tensor whose rows (the last dim) lie apart along the tokens (the
+    dim before it): heads inner to tokens, as qkv holds them. With ``split_lines``, only rows that end inside
+    a 128-byte line (Phi-3-mini's rows of 192 bytes): the line a row ends in is the next head's row's first,
+    which other threads take."""
     shape, kernel = seg.segment.shape, plan.kernel
     if len(shape) < 3:  # no heads beside the tokens
         return False
     tokens, features = len(shape) - 2, len(shape) - 1
 
     def apart(token_stride: int, feature_stride: int, row: int, itemsize: int) -> bool:
-        return feature_stride == 1 and token_stride != row and not whole_lines((row,), itemsize)
+        return feature_stride == 1 and token_stride != row and not (split_lines and whole_lines((row,), itemsize))
 
     for store in seg.segment.stores:
         node = kernel.node(store.output)
@@ -613,11 +614,17 @@ def _token_tiles(seg: SegmentPlan, shape: tuple[int, ...], tile: int) -> list[st
 
 def token_tile(plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> int:
     """Tokens a tile of the segment's rows takes along each head in turn (``_token_tiles``), 0 where its rows
-    keep their order: tiles where a row ends inside a line and rows lie apart along the tokens
-    (``_lines_split_across_heads``), not where pieces of cut rows interleave (phi-2's qkv form: its fwd+bwd
-    2-4% slower with tiles on an H100), nor where the renumbering does not apply."""
-    split = not params.interleave and _lines_split_across_heads(plan, seg)
-    tile = TOKEN_TILES if ALL_TOKEN_TILES or split else 0
+    keep their order: tiles of ``TOKEN_TILES`` where a row ends inside a line and rows lie apart along the
+    tokens (``_rows_apart_along_tokens``), not where pieces of cut rows interleave (phi-2's qkv form: its
+    fwd+bwd 2-4% slower with tiles on an H100), nor where the renumbering does not apply. Tiles of one token
+    wherever rows lie apart along the tokens in the launch variant ``params.tokens_first`` (on an H100 the
+    grouped-query qkv forwards 1% faster so, backwards of whole-line rows 0.4-1.5% slower: the first call
+    times it, ``runtime.tune``)."""
+    if params.tokens_first and _rows_apart_along_tokens(plan, seg):
+        tile = 1
+    else:
+        split = not params.interleave and _rows_apart_along_tokens(plan, seg, split_lines=True)
+        tile = TOKEN_TILES if ALL_TOKEN_TILES or split else 0
     return tile if _token_tiles(seg, _thread_shape(seg), tile) else 0
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..schedule import LaunchParams
+from ..schedule import TUNING, LaunchParams
 from . import cache
 
 # a variant replaces the default only where it is faster by more than this fraction: 31 rounds order
@@ -86,8 +86,11 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
     to 4% slower); and the default's hints in plane order (``LaunchParams.plane_order``: where threads
     take rows along a group of heads, consecutive blocks take the same positions of each group, so that
     they share cos and sin), which made Llama-3-8B's grouped-query qkv forward 1-2% faster and
-    Mistral-7B's 1% slower (``benchmarks/NOTES.md``). A variant whose source equals an earlier one's is
-    not built (plane order where the threads take one row each)."""
+    Mistral-7B's 1% slower (``benchmarks/NOTES.md``); and the default's hints with the rows that lie apart
+    along the tokens (qkv's heads) taken a token of every head in turn (``LaunchParams.tokens_first``: on an
+    H100 the grouped-query qkv forwards 1% faster, the backwards of whole-line rows up to 1.5% slower). A
+    variant whose source equals an earlier one's is not built (plane order where the threads take one row
+    each, tokens first where no rows lie apart along the tokens)."""
     name = "keep" if params.keep_hints else "plain"
     other = "plain" if params.keep_hints else "keep"
     found = [(name, params), (other, replace(params, keep_hints=not params.keep_hints))]
@@ -95,6 +98,8 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
         found.append(("keep reused", replace(params, keep_hints=True, keep_once=False)))
     if not params.plane_order:
         found.append((f"{name} in plane order", replace(params, plane_order=True)))
+    if not params.tokens_first and TUNING.tokens_first_variant:
+        found.append((f"{name}, tokens first", replace(params, tokens_first=True)))
     return found
 
 

@@ -342,12 +342,14 @@ def test_launch_variants_are_timed_on_the_first_call_and_the_decision_is_read_ba
     (report,) = explain(jitted)
     assert tune.timings == before + 1
     chosen = report.choice.split(": ")[-1]
-    assert report.choice.count(" µs") in (3, 4) and "keep, tokens first " in report.choice, report.choice
-    assert chosen in {"keep", "plain", "keep reused", "keep in plane order", "keep, tokens first"}, report.choice
+    assert report.choice.count(" µs") >= 3 and "keep, tokens first " in report.choice, report.choice
+    assert chosen in {"keep", "plain", "keep reused", "keep in plane order", "keep, tokens first",
+                      "keep, a chunk a lane", "keep, a chunk a lane, tokens first"}, report.choice
     assert ("padvec_load_keep<" in report.kernel_source) == chosen.startswith("keep")
     assert ("tile_index = (b %" in report.kernel_source) == chosen.endswith("plane order")
-    assert report.launch.tokens_first == chosen.endswith("tokens first")
-    assert report.token_tiles == ((1,) if chosen.endswith("tokens first") else (4,)), str(report)
+    assert report.launch.tokens_first == chosen.endswith("tokens first") == (1 in report.token_tiles), str(report)
+    if chosen in ("keep", "plain", "keep reused", "keep in plane order"):  # the rule's tiles: rows of 192 bytes
+        assert report.token_tiles == (4,), str(report)
     cache.clear_memory()
     jitted, outs, _ = jit_and_run(qkv_split_rope, *args)
     for got, want in zip(outs, qkv_split_rope(*args)):

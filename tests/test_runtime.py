@@ -537,6 +537,72 @@ def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_change
     assert timed and not any("a chunk a lane" in name for name in timed[0]) and spec.params.block == 256
 
 
+def test_rows_apart_along_the_tokens_are_timed_tokens_first_with_either_plan(monkeypatch, emulated, generator,
+                                                                              tmp_path):
+    """The grouped-query qkv form's forward reads qkv, whose rows lie apart along the tokens: the first call
+    also times its rows taken a token of every head in turn (``LaunchParams.tokens_first``), in the default
+    plan and in the plan whose lanes reload, and keeps the fastest; a variant the order does not change (the
+    RoPE form's x, rows one after the other) is not built, nor any with ``TUNING.tokens_first_variant`` off.
+    The GPU parts (build, timing) stand in here."""
+    from thunder_padvec import fusion, schedule, vectorize
+    from thunder_padvec.examples import litgpt_rope, qkv_split_rope
+    from thunder_padvec.explain import fusions
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "may_time", lambda device: True)
+    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
+    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: None)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    built, timed = [], []
+    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
+                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
+                        built.append((params, source)) or _FakeSpec(params, source))
+
+    def measure(runs, device):  # the last variant the fastest
+        timed.append([name for name, _ in runs])
+        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, (name, _) in enumerate(runs)))
+
+    monkeypatch.setattr(tune, "measure", measure)
+
+    def specialize(fn, args):
+        _, _, trace = jit_and_run(fn, *args)
+        ((fusion_fn, _),) = fusions(trace)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        layouts = tuple(vectorize.Layout(tuple(a.stride()), 16) for a in tensors)
+        outputs = [torch.empty(fusion_fn.kernel.node(o).type.shape, dtype=torch.bfloat16)
+                   for o in fusion_fn.kernel.outputs]
+
+        def planned(all_reloads=False):
+            return vectorize.plan(fusion_fn.projection, layouts, (16,) * len(outputs), schedule.TUNING.max_row_bytes, 0,
+                                  tuple(o.stride() for o in outputs), all_reloads=all_reloads)
+        plan = planned()
+        built.clear()
+        timed.clear()
+        return fusion_fn._specialize_cuda(plan, schedule.schedule(plan), torch.device("cuda", 0), tensors, outputs,
+                                          lambda: plan, lambda: plan, lambda: planned(all_reloads=True))
+
+    qkv = randn(1, 16, (8 + 2 * 2) * 128, dtype=torch.bfloat16, generator=generator)
+    cos, sin = (randn(16, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    grouped = (qkv_split_rope, (qkv, cos, sin, 8, 2, 128, 128))
+    spec = specialize(*grouped)
+    names = timed[0]
+    assert {"keep, tokens first", "keep, a chunk a lane", "keep, a chunk a lane, tokens first"} <= set(names), names
+    assert names[-1] == "keep, a chunk a lane, tokens first" and str(spec.choice).endswith(": " + names[-1])
+    assert spec.params.tokens_first and spec.params.block == 128
+    for params, source in built:
+        assert params.tokens_first == ("in_tile" in source)  # the order changes each source it is named in
+    cache.clear_memory()
+    monkeypatch.setattr(schedule.TUNING, "tokens_first_variant", False)
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path / "off"))
+    specialize(*grouped)
+    assert timed and not any("tokens first" in name for name in timed[0]) and "keep, a chunk a lane" in timed[0]
+    monkeypatch.setattr(schedule.TUNING, "tokens_first_variant", True)
+    x = randn(1, 8, 16, 128, dtype=torch.bfloat16, generator=generator)
+    specialize(litgpt_rope, (x, cos, sin, 128))
+    assert timed and not any("tokens first" in name for name in timed[0]), timed
+
+
 class _FakeModule:
     def __init__(self, blocks, local=0):
         self.blocks, self.local = blocks, local

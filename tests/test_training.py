@@ -315,12 +315,14 @@ def _check_tokens_first(device, generator, monkeypatch):
     from thunder_padvec import schedule
 
     monkeypatch.setattr(schedule.TUNING, "tokens_first_variant", False)  # no timed variant beside it on a GPU
+    reloading = set()
     for case in (GRAD_CASES[3], GRAD_CASES[5], SPLIT_LINE_CASE):
         seed = generator.initial_seed()
         monkeypatch.setattr(schedule.TUNING, "tokens_first", True)
         grad, eager_grad, jitted = _check_gradients(case, device, torch.bfloat16, torch.Generator().manual_seed(seed))
         reports = explain(jitted)
         assert {r.trace for r in reports if 1 in r.token_tiles} == {"forward", "backward"}, case[0]
+        reloading.update(seg.reloads for r in reports for seg in r.plan.segments)
         for r in reports:
             assert r.launch.tokens_first and "tokens first" in str(r.launch)
             said = [line for line in r.segments if "a token of every head in turn" in line]
@@ -332,10 +334,15 @@ def _check_tokens_first(device, generator, monkeypatch):
     monkeypatch.setattr(schedule.TUNING, "tokens_first", True)
     _, _, jitted = _check_gradients(GRAD_CASES[1], device, torch.bfloat16, generator)  # llama-full: x's rows in order
     assert not any("in_tile" in r.kernel_source or any(r.token_tiles) for r in explain(jitted))
+    assert True in reloading or not importlib.import_module("thunder_padvec.vectorize.plan").ALL_RELOADS
     return grad, eager_grad
 
 
-def test_rows_apart_along_the_tokens_taken_tokens_first_change_no_value(emulated, generator, monkeypatch):
+@pytest.mark.parametrize("reloads", [False, True], ids=["default", "lanes-reload"])
+def test_rows_apart_along_the_tokens_taken_tokens_first_change_no_value(emulated, generator, monkeypatch, reloads):
+    """... in the default plan and in the plan whose lanes reload (a chunk of one row a lane, forced), the
+    two the first call on a GPU times tokens first."""
+    monkeypatch.setattr(importlib.import_module("thunder_padvec.vectorize.plan"), "ALL_RELOADS", reloads)
     _check_tokens_first("cpu", generator, monkeypatch)
 
 

@@ -253,18 +253,24 @@ def _reloaded_option(plan, reloaded: Callable[[], vectorize.VectorPlan]) -> list
     """``[(name, plan, params, source)]`` of the plan whose steps side by side take one chunk of one row a
     lane (``vectorize.plan``'s ``all_reloads``), where that changes a segment of ``plan`` that exchanged its
     chunks in the warp or took its steps in turn; none otherwise, or where it can't be planned or rendered
-    (an optional variant: the default stands)."""
+    (an optional variant: the default stands). With the tokens first variant (``TUNING.tokens_first_variant``)
+    it too, where the order changes the kernel: on an H100 the grouped-query qkv forwards with both 0.8-1.5%
+    faster than the default's best variant, with either alone no faster (``benchmarks/NOTES.md``)."""
     try:
         other = reloaded()
         if len(other.segments) != len(plan.segments) or not any(
                 o.reloads and not s.reloads for s, o in zip(plan.segments, other.segments)):
             return []
         params = schedule(other)
-        source = codegen.device_source(codegen.render(other, params))
+        name = f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane"
+        found = [(name, other, params, codegen.device_source(codegen.render(other, params)))]
+        if TUNING.tokens_first_variant and not params.tokens_first:
+            first = replace(params, tokens_first=True)
+            found.append((f"{name}, tokens first", other, first, codegen.device_source(codegen.render(other, first))))
     except Exception as err:
         log.debug("no plan whose lanes reload: %s", err)
         return []
-    return [(f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane", other, params, source)]
+    return found
 
 
 @dataclass

@@ -384,6 +384,31 @@ class _FakeSpec:
         return outputs
 
 
+def _fake_first_call(monkeypatch, tmp_path, record) -> tuple[list, list]:
+    """A first call on a GPU with its GPU parts stood in (build, timing, the device's name), no threads'
+    minimum in the plans: ``(built, timed)``, what ``record(plan, params, source, one_row)`` makes of each
+    build and the names of the variants timed; the last one timed is the fastest."""
+    from thunder_padvec import fusion, schedule
+    from thunder_padvec.runtime import tune
+
+    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "may_time", lambda device: True)
+    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
+    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: None)
+    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
+    built, timed = [], []
+    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
+                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
+                        built.append(record(plan, params, source, one_row)) or _FakeSpec(params, source))
+
+    def measure(runs, device):
+        timed.append([name for name, _ in runs])
+        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, (name, _) in enumerate(runs)))
+
+    monkeypatch.setattr(tune, "measure", measure)
+    return built, timed
+
+
 @pytest.mark.parametrize("planes", [False, True])
 def test_launch_variants_are_timed_once_then_the_decision_is_read_back(tmp_path, monkeypatch, emulated, generator,
                                                                        planes):
@@ -474,24 +499,10 @@ def test_the_plan_whose_lanes_reload_is_timed_beside_the_default_where_it_change
     from thunder_padvec import fusion, schedule, vectorize
     from thunder_padvec.examples import litgpt_rope
     from thunder_padvec.explain import fusions
-    from thunder_padvec.runtime import tune
 
     render = fusion.codegen.render
-    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tune, "may_time", lambda device: True)
-    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
-    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: None)
-    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
-    built, timed = [], []
-    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
-                        built.append((plan, one_row is not None)) or _FakeSpec(params, source))
-
-    def measure(runs, device):  # the last variant the fastest
-        timed.append([name for name, _ in runs])
-        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, (name, _) in enumerate(runs)))
-
-    monkeypatch.setattr(tune, "measure", measure)
+    built, timed = _fake_first_call(monkeypatch, tmp_path, lambda plan, params, source, one_row:
+                                    (plan, one_row is not None))
 
     def specialize(fn, shapes, rope_n):
         x, cos, sin = (randn(*shape, dtype=torch.bfloat16, generator=generator) for shape in shapes)
@@ -544,26 +555,11 @@ def test_rows_apart_along_the_tokens_are_timed_tokens_first_with_either_plan(mon
     plan and in the plan whose lanes reload, and keeps the fastest; a variant the order does not change (the
     RoPE form's x, rows one after the other) is not built, nor any with ``TUNING.tokens_first_variant`` off.
     The GPU parts (build, timing) stand in here."""
-    from thunder_padvec import fusion, schedule, vectorize
+    from thunder_padvec import schedule, vectorize
     from thunder_padvec.examples import litgpt_rope, qkv_split_rope
     from thunder_padvec.explain import fusions
-    from thunder_padvec.runtime import tune
 
-    monkeypatch.setenv("THUNDER_PADVEC_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tune, "may_time", lambda device: True)
-    monkeypatch.setattr(tune, "decision_key", lambda sources, device: cache.digest("tune", "fake GPU", *sources))
-    monkeypatch.setattr(fusion, "_prefetch", lambda sources, device: None)
-    monkeypatch.setattr(schedule.TUNING, "min_threads", 0)
-    built, timed = [], []
-    monkeypatch.setattr(fusion.PadvecFusion, "_build_cuda",
-                        lambda self, plan, params, source, device, n, one_row=None, wider=None:
-                        built.append((params, source)) or _FakeSpec(params, source))
-
-    def measure(runs, device):  # the last variant the fastest
-        timed.append([name for name, _ in runs])
-        return tune.Rounds(tuple((name, (10.0 - k,) * tune.ROUNDS) for k, (name, _) in enumerate(runs)))
-
-    monkeypatch.setattr(tune, "measure", measure)
+    built, timed = _fake_first_call(monkeypatch, tmp_path, lambda plan, params, source, one_row: (params, source))
 
     def specialize(fn, args):
         _, _, trace = jit_and_run(fn, *args)

@@ -82,8 +82,8 @@ class LaunchParams:
         smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
         bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
         order = ", segments interleaved" if self.interleave else ""
+        order += ", tokens first" if self.tokens_first else ""
         pairs = "" if self.word_pairs else ", 16-bit lanes one at a time"
-        pairs += ", tokens first" if self.tokens_first else ""
         return (f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order}{pairs}"
                 f" ({parts})")
 

@@ -88,7 +88,8 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
     they share cos and sin), which made Llama-3-8B's grouped-query qkv forward 1-2% faster and
     Mistral-7B's 1% slower (``benchmarks/NOTES.md``); and the default's hints with the rows that lie apart
     along the tokens (qkv's heads) taken a token of every head in turn (``LaunchParams.tokens_first``: on an
-    H100 the grouped-query qkv forwards 1% faster, the backwards of whole-line rows up to 1.5% slower). A
+    H100 the grouped-query qkv forwards about as fast as in plane order, and 0.5-1.5% faster with the plan
+    whose lanes reload, ``fusion._reloaded_option``; the backwards of whole-line rows up to 1.5% slower). A
     variant whose source equals an earlier one's is not built (plane order where the threads take one row
     each, tokens first where no rows lie apart along the tokens)."""
     name = "keep" if params.keep_hints else "plain"

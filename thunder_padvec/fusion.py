@@ -253,9 +253,9 @@ def _reloaded_option(plan, reloaded: Callable[[], vectorize.VectorPlan]) -> list
     """``[(name, plan, params, source)]`` of the plan whose steps side by side take one chunk of one row a
     lane (``vectorize.plan``'s ``all_reloads``), where that changes a segment of ``plan`` that exchanged its
     chunks in the warp or took its steps in turn; none otherwise, or where it can't be planned or rendered
-    (an optional variant: the default stands). With the tokens first variant (``TUNING.tokens_first_variant``)
-    it too, where the order changes the kernel: on an H100 the grouped-query qkv forwards with both 0.8-1.5%
-    faster than the default's best variant, with either alone no faster (``benchmarks/NOTES.md``)."""
+    (an optional variant: the default stands). It too tokens first (``tune.tokens_first``), where the order
+    changes the kernel: on an H100 the grouped-query qkv forwards with both 0.8-1.5% faster than the
+    default's best variant, with either alone no faster (``benchmarks/NOTES.md``)."""
     try:
         other = reloaded()
         if len(other.segments) != len(plan.segments) or not any(
@@ -263,14 +263,11 @@ def _reloaded_option(plan, reloaded: Callable[[], vectorize.VectorPlan]) -> list
             return []
         params = schedule(other)
         name = f"{'keep' if params.keep_hints else 'plain'}, a chunk a lane"
-        found = [(name, other, params, codegen.device_source(codegen.render(other, params)))]
-        if TUNING.tokens_first_variant and not params.tokens_first:
-            first = replace(params, tokens_first=True)
-            found.append((f"{name}, tokens first", other, first, codegen.device_source(codegen.render(other, first))))
+        return [(n, other, p, codegen.device_source(codegen.render(other, p)))
+                for n, p in [(name, params)] + tune.tokens_first(name, params)]
     except Exception as err:
         log.debug("no plan whose lanes reload: %s", err)
         return []
-    return found
 
 
 @dataclass

@@ -618,7 +618,7 @@ def token_tile(plan: VectorPlan, seg: SegmentPlan, params: LaunchParams) -> int:
     tokens (``_rows_apart_along_tokens``), not where pieces of cut rows interleave (phi-2's qkv form: its
     fwd+bwd 2-4% slower with tiles on an H100), nor where the renumbering does not apply. Tiles of one token
     wherever rows lie apart along the tokens in the launch variant ``params.tokens_first`` (on an H100 the
-    grouped-query qkv forwards 0.5-1.5% faster so with lanes that reload, backwards of whole-line rows
+    grouped-query qkv forwards 0.8-1.5% faster so with lanes that reload, backwards of whole-line rows
     0.4-1.5% slower: the first call times it, ``runtime.tune``)."""
     if params.tokens_first and _rows_apart_along_tokens(plan, seg):
         tile = 1

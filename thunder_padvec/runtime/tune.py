@@ -88,7 +88,7 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
     they share cos and sin), which made Llama-3-8B's grouped-query qkv forward 1-2% faster and
     Mistral-7B's 1% slower (``benchmarks/NOTES.md``); and the default's hints with the rows that lie apart
     along the tokens (qkv's heads) taken a token of every head in turn (``LaunchParams.tokens_first``: on an
-    H100 the grouped-query qkv forwards about as fast as in plane order, and 0.5-1.5% faster with the plan
+    H100 the grouped-query qkv forwards about as fast as in plane order, and 0.8-1.5% faster with the plan
     whose lanes reload, ``fusion._reloaded_option``; the backwards of whole-line rows up to 1.5% slower). A
     variant whose source equals an earlier one's is not built (plane order where the threads take one row
     each, tokens first where no rows lie apart along the tokens)."""
@@ -99,9 +99,17 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
         found.append(("keep reused", replace(params, keep_hints=True, keep_once=False)))
     if not params.plane_order:
         found.append((f"{name} in plane order", replace(params, plane_order=True)))
-    if not params.tokens_first and TUNING.tokens_first_variant:
-        found.append((f"{name}, tokens first", replace(params, tokens_first=True)))
-    return found
+    return found + tokens_first(name, params)
+
+
+def tokens_first(name: str, params: LaunchParams) -> list[tuple[str, LaunchParams]]:
+    """``params`` with the rows that lie apart along the tokens taken a token of every head in turn, named
+    after ``name``, the variant of it that the first call times too (``TUNING.tokens_first_variant``); none
+    where ``params`` take them so already. Offered for the default launch and for the plan whose lanes
+    reload (``fusion._reloaded_option``)."""
+    if params.tokens_first or not TUNING.tokens_first_variant:
+        return []
+    return [(f"{name}, tokens first", replace(params, tokens_first=True))]
 
 
 def may_time(device: torch.device) -> bool:
@@ -164,4 +172,4 @@ def remembered(key: str, names: Sequence[str]) -> str | None:
 
 
 __all__ = ["MARGIN", "WIN_SHARE", "Choice", "Rounds", "decision_key", "may_time", "measure", "pick", "remembered",
-           "variants"]
+           "tokens_first", "variants"]

@@ -215,6 +215,16 @@ def test_two_results_files_compare_case_by_case(tmp_path, capsys):
     assert "B: padvec against the targets: ahead of torch.compile on 0 of 2 rows" in text
     with pytest.raises(SystemExit):
         main(["--compare", str(paths[0])])
+    # a run (pytest-benchmark's JSON) compares as its records do; any other JSON is refused
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"benchmarks": [{"extra_info": {**_record(e, ms, pass_="fwd"), "config": "a"}}
+                                              for e, ms in (("copy", 0.8), ("padvec", 0.7))]}))
+    main(["--compare", str(paths[0]), str(run)])
+    shown = capsys.readouterr().out
+    assert "| a | rope | fwd | bfloat16 | 1000.0 µs (80.0%) | 700.0 µs (114.3%) | 0.700 | - |" in shown
+    paths[1].write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit):
+        main(["--compare", str(paths[0]), str(paths[1])])
 
 
 def test_a_case_measured_again_in_a_later_run_shows_that_runs_rows(tmp_path):

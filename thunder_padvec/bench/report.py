@@ -309,13 +309,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="pytest-benchmark JSON files of one session; a case measured in several shows the last")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--compare", action="store_true",
-                        help="two results files (<date>-<gpu>.json), the earlier first: print them side by side")
+                        help="two results files (<date>-<gpu>.json) or runs, the earlier first: print them side by "
+                             "side")
     args = parser.parse_args(argv)
     if args.compare:
         if len(args.runs) != 2:
             parser.error("--compare takes two results files")
-        before, after = (json.loads(Path(p).read_text()) for p in args.runs)
-        print(compare(before, after, tuple(Path(p).stem for p in args.runs)))
+        before, after = (_results(Path(p), parser) for p in args.runs)
+        labels = tuple(Path(p).stem for p in args.runs)
+        if labels[0] == labels[1]:  # two runs of the same part: their folders tell them apart
+            labels = tuple(f"{Path(p).parent.name}/{Path(p).stem}" for p in args.runs)
+        print(compare(before, after, labels))
         return
     runs = [json.loads(Path(p).read_text()) for p in args.runs]
     run, replaced = merged(runs)
@@ -325,6 +329,17 @@ def main(argv: list[str] | None = None) -> None:
     gpu = run.get("machine_info", {}).get("gpu") or _gpu_name(run)
     date = max((r.get("datetime", "")[:10] for r in runs), default="") or "undated"
     print(write(records(run), host_records(run), gpu, date, Path(args.out), notes, tuple(block_records(run))))
+
+
+def _results(path: Path, parser: argparse.ArgumentParser) -> list[dict]:
+    """A file for ``--compare``: a results file's records, or a run's (pytest-benchmark JSON) turned into
+    them; anything else stops with the parser's error."""
+    found = json.loads(path.read_text())
+    if isinstance(found, dict) and isinstance(found.get("benchmarks"), list):
+        return records(found)
+    if isinstance(found, list) and all(isinstance(r, dict) and {"config", "executor"} <= r.keys() for r in found):
+        return found
+    parser.error(f"{path} is neither a results file nor a pytest-benchmark run")
 
 
 def _gpu_name(run: dict) -> str:

@@ -17,10 +17,14 @@ HAS_GPU = torch.cuda.is_available()
 
 
 def pytest_collection_modifyitems(config, items):
+    """GPU tests skip where there is no GPU; where there is one they share a group, so that pytest-xdist
+    with ``--dist loadgroup`` runs them one after the other in one worker (they time launch variants on the
+    one GPU) while the other workers take the CPU tests."""
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    one_worker = pytest.mark.xdist_group("gpu")
     for item in items:
-        if "gpu" in item.keywords and not HAS_GPU:
-            item.add_marker(skip)
+        if "gpu" in item.keywords:
+            item.add_marker(one_worker if HAS_GPU else skip)
 
 
 @pytest.fixture

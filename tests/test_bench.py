@@ -192,7 +192,8 @@ def test_rows_with_cotangents_laid_out_as_outputs_are_cases_of_their_own():
 
 def test_two_results_files_compare_case_by_case(tmp_path, capsys):
     """``--compare``: the cases both files measured, padvec's times and ratio and torch.compile's ratio, and
-    each file's count against the targets; a case only one file has is left out."""
+    each file's count against the targets; a case only one file has is left out. A run compares as its
+    records; a file that is neither, or can't be read, stops with the parser's error."""
     import json
 
     from thunder_padvec.bench.report import main, records
@@ -222,9 +223,18 @@ def test_two_results_files_compare_case_by_case(tmp_path, capsys):
     main(["--compare", str(paths[0]), str(run)])
     shown = capsys.readouterr().out
     assert "| a | rope | fwd | bfloat16 | 1000.0 µs (80.0%) | 700.0 µs (114.3%) | 0.700 | - |" in shown
-    paths[1].write_text(json.dumps({"rows": []}))
-    with pytest.raises(SystemExit):
-        main(["--compare", str(paths[0]), str(paths[1])])
+    # two files of the same name (one part's runs on two days) are named by their folders
+    (tmp_path / "day2").mkdir()
+    (tmp_path / "day2" / "early.json").write_text(paths[1].read_text())
+    main(["--compare", str(paths[0]), str(tmp_path / "day2" / "early.json")])
+    assert capsys.readouterr().out.startswith(f"### A: {tmp_path.name}/early; B: day2/early\n")
+    for bad in (json.dumps({"rows": []}), "{not json", None):
+        if bad is None:
+            paths[1].unlink()
+        else:
+            paths[1].write_text(bad)
+        with pytest.raises(SystemExit):
+            main(["--compare", str(paths[0]), str(paths[1])])
 
 
 def test_a_case_measured_again_in_a_later_run_shows_that_runs_rows(tmp_path):

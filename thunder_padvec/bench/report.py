@@ -333,8 +333,11 @@ def main(argv: list[str] | None = None) -> None:
 
 def _results(path: Path, parser: argparse.ArgumentParser) -> list[dict]:
     """A file for ``--compare``: a results file's records, or a run's (pytest-benchmark JSON) turned into
-    them; anything else stops with the parser's error."""
-    found = json.loads(path.read_text())
+    them; anything else, or a file that can't be read, stops with the parser's error."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        parser.error(f"{path}: {error}")
     if isinstance(found, dict) and isinstance(found.get("benchmarks"), list):
         return records(found)
     if isinstance(found, list) and all(isinstance(r, dict) and {"config", "executor"} <= r.keys() for r in found):

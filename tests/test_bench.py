@@ -193,7 +193,8 @@ def test_rows_with_cotangents_laid_out_as_outputs_are_cases_of_their_own():
 def test_two_results_files_compare_case_by_case(tmp_path, capsys):
     """``--compare``: the cases both files measured, padvec's times and ratio and torch.compile's ratio, and
     each file's count against the targets; a case only one file has is left out. A run compares as its
-    records; a file that is neither, or can't be read, stops with the parser's error."""
+    records; a file that is neither, or can't be read, stops with the parser's error (and so it does
+    where a table is asked for)."""
     import json
 
     from thunder_padvec.bench.report import main, records
@@ -235,6 +236,8 @@ def test_two_results_files_compare_case_by_case(tmp_path, capsys):
             paths[1].write_text(bad)
         with pytest.raises(SystemExit):
             main(["--compare", str(paths[0]), str(paths[1])])
+        with pytest.raises(SystemExit):  # nor can it make a table
+            main([str(paths[1]), "--out", str(tmp_path / "out")])
 
 
 def test_a_case_measured_again_in_a_later_run_shows_that_runs_rows(tmp_path):

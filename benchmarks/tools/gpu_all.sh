@@ -115,7 +115,8 @@ suite() {  # suite <name> <-k expression> [seconds]
 }
 
 declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not test_block" [fwd_qkv]="qkv and not bwd"
-                   [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd" [bwd_short]="qkv and bwd and (Llama-3 or Mistral or Phi-3)" [seed]="seed" [gptj]="gptj"
+                   [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd"
+                   [bwd_short]="qkv and bwd and (Llama-3 or Mistral or Phi-3)" [seed]="seed" [gptj]="gptj"
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 

@@ -321,7 +321,10 @@ def main(argv: list[str] | None = None) -> None:
             labels = tuple(f"{Path(p).parent.name}/{Path(p).stem}" for p in args.runs)
         print(compare(before, after, labels))
         return
-    runs = [json.loads(Path(p).read_text()) for p in args.runs]
+    runs = [_read(Path(p), parser) for p in args.runs]
+    for path, found in zip(args.runs, runs):
+        if not _is_run(found):
+            parser.error(f"{path} is not a pytest-benchmark run")
     run, replaced = merged(runs)
     notes = tuple(f"{n} case(s) measured again in a later run, `{Path(args.runs[i]).name}` "
                   f"({runs[i].get('datetime', '')[:16] or 'undated'}): its rows are shown."
@@ -331,14 +334,25 @@ def main(argv: list[str] | None = None) -> None:
     print(write(records(run), host_records(run), gpu, date, Path(args.out), notes, tuple(block_records(run))))
 
 
+def _read(path: Path, parser: argparse.ArgumentParser):
+    """A JSON file's contents; a file that can't be read or parsed stops with the parser's error."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        parser.error(f"{path}: {error}")
+
+
+def _is_run(found) -> bool:
+    """Whether ``found`` is a pytest-benchmark run: its benchmarks a list of records."""
+    return isinstance(found, dict) and isinstance(found.get("benchmarks"), list) and all(
+        isinstance(b, dict) for b in found["benchmarks"])
+
+
 def _results(path: Path, parser: argparse.ArgumentParser) -> list[dict]:
     """A file for ``--compare``: a results file's records, or a run's (pytest-benchmark JSON) turned into
     them; anything else, or a file that can't be read, stops with the parser's error."""
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        parser.error(f"{path}: {error}")
-    if isinstance(found, dict) and isinstance(found.get("benchmarks"), list):
+    found = _read(path, parser)
+    if _is_run(found):
         return records(found)
     if isinstance(found, list) and all(isinstance(r, dict) and {"config", "executor"} <= r.keys() for r in found):
         return found

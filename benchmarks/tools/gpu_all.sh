@@ -92,6 +92,9 @@
 #              slots busy, instructions and the warps' stall reasons per issued instruction for each kernel
 #              (forward, then backward, twice a case; the tuner off: the default launch variants), the log under
 #              $OUT/ncu-bwd.log (about 150 s)
+#   ncu_small  tools/gpu_ncu.sh on the RoPE forwards short of 95% of the copy (phi-2 and pythia-160m, b1 and b2), padvec's
+#              kernel and torch.compile's side by side, clean L2: time, DRAM bytes and throughput, warps active, grid and
+#              registers (the tuner off), the log under $OUT/ncu-small.log (about 60 s)
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log
@@ -248,6 +251,11 @@ sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,l
               bash benchmarks/tools/gpu_ncu.sh Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd Phi-3-mini-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd+bwd | tail -3 ;;
+    ncu_small) THUNDER_PADVEC_TUNE=0 PADVEC_NCU_TAG=-small PADVEC_NCU_KERNELS='padvec_kernel|triton_' \
+              PADVEC_NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,\
+sm__cycles_active.avg,gpc__cycles_elapsed.max,launch__registers_per_thread,launch__grid_size,launch__block_size \
+              bash benchmarks/tools/gpu_ncu.sh phi-2-b1 phi-2-b2 pythia-160m-b1 pythia-160m-b2 --peer | tail -3 ;;
     notebooks)
       ls .whl/nb/*.whl > /dev/null 2>&1 || { echo "no .whl/nb: notebooks skipped"; continue; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/nb-site .whl/nb/*.whl

@@ -92,10 +92,10 @@
 #              slots busy, instructions and the warps' stall reasons per issued instruction for each kernel
 #              (forward, then backward, twice a case; the tuner off: the default launch variants), the log under
 #              $OUT/ncu-bwd.log (about 150 s)
-#   ncu_small  tools/gpu_ncu.sh on the RoPE forwards short of 95% of the copy (phi-2 and pythia-160m, b1 and b2), padvec's
-#              kernel and torch.compile's side by side, clean L2: time, DRAM bytes and throughput, warps active, SM
-#              cycles active against the kernel's elapsed cycles (its ramp and tail), grid and registers (the tuner
-#              off), the log under $OUT/ncu-small.log (about 60 s)
+#   ncu_small  tools/gpu_ncu.sh on the RoPE forwards short of 95% of the copy (phi-2 and pythia-160m, b1 and b2),
+#              padvec's kernel and torch.compile's side by side, clean L2: time, DRAM bytes and throughput, warps
+#              active, SM cycles active against the kernel's elapsed cycles (its ramp and tail), grid and registers (the
+#              tuner off), the log under $OUT/ncu-small.log (about 60 s)
 #   hunt       tools/hunt.py: random programs (forward, and gradients), partial rotations and RoPE prologues
 #              drawn anew (not the suite's fixed examples), 110 + 90 + 50 + 110 s, the log under $OUT/hunt.log
 #   hunt_after the same with torch.compile's executor after padvec (--after torchcompile), $OUT/hunt_after.log

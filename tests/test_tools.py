@@ -203,3 +203,36 @@ def test_kernel_resources_counts_sass_instructions_by_segment(emulated, generato
     assert all(n < whole for n in totals.values()), (totals, whole)
     assert totals[1] > totals[0] > totals[2], totals
     assert all(c["LDG"] and c["STG"] for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_the_sumfirst_probe_program_equals_the_written_one(groups, emulated, generator):
+    """The sum-first probe's program (RoPE on k before its expand) gives the written program's outputs and
+    gradient in float64, and padvec's gradient of it agrees with eager's of the written program."""
+    import torch
+    import thunder
+
+    import thunder_padvec
+    from thunder_padvec.examples import qkv_split_rope
+
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import sumfirst_probe
+    finally:
+        sys.path.remove(str(TOOLS))
+    kw = dict(n_head=4, n_query_groups=groups, head_size=16, rope_n_elem=16)
+    qkv = torch.randn(2, 8, (4 + 2 * groups) * 16, generator=generator, dtype=torch.float64, requires_grad=True)
+    cos, sin = (torch.randn(8, 16, generator=generator, dtype=torch.float64) for _ in range(2))
+    cotangents = [torch.randn(2, 4, 8, 16, generator=generator, dtype=torch.float64) for _ in range(3)]
+    written = qkv_split_rope(qkv, cos, sin, **kw)
+    reordered = sumfirst_probe.rope_then_expand(qkv, cos, sin, **kw)
+    for a, b in zip(written, reordered):
+        torch.testing.assert_close(a, b)
+    expected = torch.autograd.grad(written, qkv, cotangents)[0]
+    torch.testing.assert_close(torch.autograd.grad(reordered, qkv, cotangents)[0], expected)
+    x = qkv.detach().float().requires_grad_(True)
+    jitted = thunder.jit(lambda q, c, s: sumfirst_probe.rope_then_expand(q, c, s, **kw),
+                         executors=[thunder_padvec.padvec])
+    got = torch.autograd.grad(jitted(x, cos.float(), sin.float()), x, [c.float() for c in cotangents])[0]
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    assert any(r.plan is not None for r in thunder_padvec.explain(jitted))  # padvec ran it

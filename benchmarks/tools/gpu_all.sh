@@ -53,6 +53,9 @@
 #   bulk       tools/bulk_probe.py on the grouped-query qkv forwards (Llama-3-8B and Mistral-7B, b1 and b2): k, v and q
 #              staged in shared memory and copied out by bulk copies (cp.async.bulk) against stored from the
 #              registers, hand-written, beside padvec as built, the log under $OUT/bulk-probe.log
+#   sumfirst   tools/sumfirst_probe.py on the grouped-query qkv fwd+bwd rows (Llama-3-8B, Mistral-7B, b1 and b2): the
+#              program as written against RoPE on k before its expand (Thunder's backward then sums a group's heads
+#              before RoPE's backward), under padvec and torch.compile, the log under $OUT/sumfirst-probe.log
 #   reloads    tools/explore.py on the rows behind torch.compile on the H100 (2026-12-06), as planned against one chunk of
 #              one row a lane with the other half's chunk loaded again (ALL_RELOADS=1: the flat probe's layout,
 #              which beat padvec's there with x kept), the log under $OUT/reloads.log
@@ -195,6 +198,8 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd \
               Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd 2>&1 \
               | grep -v Warning | tee $OUT/bulk-probe.log | tail -3) ;;
+    sumfirst) (cd benchmarks/tools && timeout -s INT 330 python3 sumfirst_probe.py 2>&1) | grep -v Warning \
+              | tee $OUT/sumfirst-probe.log ;;
     reloads) (cd benchmarks/tools && timeout -s INT 560 python3 explore.py --cases Llama-2-7b-b1-rope-bfloat16-fwd \
               Llama-2-7b-b2-rope-bfloat16-fwd Mistral-7B-b1-rope-bfloat16-fwd Mistral-7B-b2-rope-bfloat16-fwd \
               Gemma-7b-b1-rope-bfloat16-fwd phi-2-b1-rope-bfloat16-fwd seed-b256-rope-bfloat16-fwd \

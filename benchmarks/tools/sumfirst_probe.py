@@ -10,9 +10,14 @@ Mistral-7B). RoPE is linear and its cos and sin are the same for every head, so 
 The same program with RoPE on k before the expand (``rope_then_expand`` below: equal in exact
 arithmetic) gets that order from Thunder's autodiff, with no change to padvec. Each case's fwd+bwd is
 timed (CUDA-graph replay, L2 flushed) as written and so reordered, each with padvec and with
-torch.compile, beside the copies of each pass's bytes; the reordered program's gradient is checked
-against the written one's in eager (bf16 tolerance: the roundings differ). The probe measures whether
-the reorder is worth teaching padvec; it does not change what padvec does.
+torch.compile, beside the copies of each pass's bytes; each gradient is compared with the written
+program's in eager, and the elements outside bf16 tolerance are counted (the reordered program rounds
+at other steps, so a few differ by a bf16 step). The probe measures whether the reorder is worth
+teaching padvec; it does not change what padvec does.
+
+On an H100 (2026-12-07, ``results/2026-12-07-sumfirst/``) it was not: the reordered backward kernel
+(40 registers against 80, 805 SASS instructions against 2173) was 1.2-1.4% faster, its forward
+1.3-2.1% slower, and fwd+bwd within 1.7 µs of the written program's on all four rows.
 """
 
 from __future__ import annotations
@@ -99,10 +104,12 @@ def probe(case_ids: list[str]) -> None:
                 jitted = _compiled(name, fn)
                 step = with_backward(jitted, cotangents)
                 got = step(*args)
-                for g, e in zip(got, expected):
-                    torch.testing.assert_close(g.float(), e.float(), rtol=2e-2, atol=8e-2)
+                far = sum(int((~torch.isclose(g.float(), e.float(), rtol=2e-2, atol=8e-2)).sum())
+                          for g, e in zip(got, expected))
+                worst = max(float((g.float() - e.float()).abs().max()) for g, e in zip(got, expected))
                 ms = graph_median_ms(lambda: step(*args))
-                print(f"  {label:16s} {name:13s} {ms * 1e3:8.1f} us  ({per_pass / ms:.1%} of the per-pass copies)")
+                print(f"  {label:16s} {name:13s} {ms * 1e3:8.1f} us  ({per_pass / ms:.1%} of the per-pass copies); "
+                      f"gradient against eager's as written: {far} elements outside bf16 tolerance, most {worst:.3g}")
                 if name == "padvec":
                     for line in kernels(jitted):
                         print("     ", line)

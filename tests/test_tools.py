@@ -4,6 +4,7 @@ probe commands name exists."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import shutil
 import subprocess
@@ -15,6 +16,15 @@ import pytest
 TOOLS = Path(__file__).resolve().parent.parent / "benchmarks" / "tools"
 CASE = re.compile(r"^[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)*-b\d+-(?:rope|qkv_split_rope|gptj_rope)"
                   r"-(?:bfloat16|float16|float32)-fwd(?:\+bwd)?$")
+
+
+def _tool(name: str):
+    """The module ``name`` of benchmarks/tools (the tools import each other by name from that folder)."""
+    sys.path.insert(0, str(TOOLS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(TOOLS))
 
 
 def _commands(script: Path) -> list[list[str]]:
@@ -32,11 +42,7 @@ def test_the_gpu_scripts_parse(name):
 
 
 def test_every_case_and_knob_the_gpu_script_names_exists():
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import explore
-    finally:
-        sys.path.remove(str(TOOLS))
+    explore = _tool("explore")
     from thunder_padvec.bench.cases import cases
 
     known = {c.id for c in cases()}
@@ -122,11 +128,7 @@ def test_a_benchmark_run_takes_its_cotangents_layout_from_the_environment(monkey
 def test_the_bulk_probe_kernels_give_eagers_outputs():
     """The bulk probe's hand-written grouped-query kernels, run on the CPU through the host prelude (the bulk
     copies as each thread's stores at the copies' addresses, every element checked to be written once)."""
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import bulk_probe
-    finally:
-        sys.path.remove(str(TOOLS))
+    bulk_probe = _tool("bulk_probe")
     results = bulk_probe.emulate(32, batch=1)
     assert len(results) == 2 * len(bulk_probe.VARIANTS) and all(results)
 
@@ -139,11 +141,7 @@ def test_the_layout_probe_program_moves_the_qkv_forwards_bytes(groups, emulated,
     import thunder
     import torch
 
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import layout_probe
-    finally:
-        sys.path.remove(str(TOOLS))
+    layout_probe = _tool("layout_probe")
     from thunder_padvec import configs
     from thunder_padvec.bench.cases import minimal_io_bytes
     from thunder_padvec.bench.measure import kernels
@@ -179,11 +177,7 @@ def test_kernel_resources_counts_sass_instructions_by_segment(emulated, generato
     from thunder_padvec.examples import qkv_split_rope
     from thunder_padvec.explain import explain
 
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import kernel_resources
-    finally:
-        sys.path.remove(str(TOOLS))
+    kernel_resources = _tool("kernel_resources")
     tiny = kernel_resources.sass('extern "C" __global__ void k(float* a) { a[threadIdx.x] *= 2.f; }', "sm_90")
     assert {"LDG", "STG", "FADD", "EXIT"} <= set(tiny) and "NOP" not in tiny, tiny  # 2x as x + x
 
@@ -215,11 +209,7 @@ def test_the_sumfirst_probe_program_equals_the_written_one(groups, emulated, gen
     import thunder_padvec
     from thunder_padvec.examples import qkv_split_rope
 
-    sys.path.insert(0, str(TOOLS))
-    try:
-        import sumfirst_probe
-    finally:
-        sys.path.remove(str(TOOLS))
+    sumfirst_probe = _tool("sumfirst_probe")
     kw = dict(n_head=4, n_query_groups=groups, head_size=16, rope_n_elem=16)
     qkv = torch.randn(2, 8, (4 + 2 * groups) * 16, generator=generator, dtype=torch.float64, requires_grad=True)
     cos, sin = (torch.randn(8, 16, generator=generator, dtype=torch.float64) for _ in range(2))

@@ -352,6 +352,30 @@ def test_rows_apart_along_the_tokens_taken_tokens_first_on_the_gpu(generator, mo
     assert torch.equal(grad, eager_grad)
 
 
+def test_lines_asked_of_the_l2_first_change_no_value_and_compile(emulated, monkeypatch):
+    """``codegen.render.PREFETCH`` (an experiment): the grouped-query backward's tiled segments ask the L2 for
+    each hoisted load's line, under the load's own guard, before any load. The gradient is the one without
+    it, bit for bit, and the device source compiles for sm_90, where the prefetches come before the loads."""
+    from thunder_padvec import codegen
+    from thunder_padvec.runtime import nvrtc
+
+    render = importlib.import_module("thunder_padvec.codegen.render")
+    monkeypatch.setattr(render, "PREFETCH", True)
+    grad, _, jitted = _check_gradients(GRAD_CASES[4], "cpu", torch.bfloat16, torch.Generator().manual_seed(3))
+    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
+    source = backward.kernel_source
+    fetched = re.findall(r"padvec_prefetch<(?:true|false)>\((.*?)\);", source)
+    loaded = re.findall(r"padvec_load\w*<\d+>\(g\d+, (.*?)\);", source)
+    assert fetched and sorted(fetched) == sorted(loaded)
+    assert source.index("padvec_prefetch<") < source.index("padvec_load_keep<")
+    device = codegen.device_source(codegen.render(backward.plan, backward.launch))
+    assert "prefetch.global.L2" in device and nvrtc.compile_cubin(device, "sm_90")[:4] == b"\x7fELF"
+    monkeypatch.setattr(render, "PREFETCH", False)
+    plain, _, jitted = _check_gradients(GRAD_CASES[4], "cpu", torch.bfloat16, torch.Generator().manual_seed(3))
+    assert not any("padvec_prefetch<" in r.kernel_source for r in explain(jitted))
+    assert torch.equal(grad, plain)
+
+
 @pytest.mark.gpu
 def test_a_backward_a_few_registers_over_one_more_block_per_sm_is_built_again_to_fit(generator, monkeypatch):
     """Phi-3-mini's RoPE backward (rows of 96) takes 84 registers with NVRTC for sm_90: 2 blocks of 256

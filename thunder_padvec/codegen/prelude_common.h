@@ -223,6 +223,21 @@ template <int W, typename T> PADVEC_FN void padvec_load_keep(T* dst, const T* sr
 #endif
 }
 
+// The line at p asked of the L2 (prefetch.global.L2, with the evict_last policy where KEEP), no register
+// written: where ptxas issues some of a thread's loads late, their lines are on their way by then. A
+// no-op on the host and before sm_80.
+template <bool KEEP, typename T> PADVEC_FN void padvec_prefetch(const T* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (KEEP) {
+    asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(p));
+  } else {
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+  }
+#else
+  (void)p;
+#endif
+}
+
 template <int W, typename T> PADVEC_FN void padvec_store_once(T* dst, const T* src) {
 #if defined(__CUDA_ARCH__)
   constexpr int bytes = W * sizeof(T);

@@ -270,8 +270,9 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
             load = f"{op}<{width}>({reg}, {address});"
             r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
                           load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
-            fetch = f"padvec_prefetch<{'true' if op == 'padvec_load_keep' else 'false'}>({address});"
-            r.prefetches.append(fetch if guard == "true" else f"if ({guard}) {fetch}")
+            if PREFETCH:
+                fetch = f"padvec_prefetch<{'true' if op == 'padvec_load_keep' else 'false'}>({address});"
+                r.prefetches.append(fetch if guard == "true" else f"if ({guard}) {fetch}")
         lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")
     return lines
 
@@ -724,7 +725,7 @@ def _render_segment(index: int, plan: VectorPlan, seg: SegmentPlan, params: Laun
                 if r.step_guard:
                     inner = [f"  if ({r.step_guard}) {{", *("  " + line for line in inner), "  }"]
                 steps += ["{", f"  const int c = {r.step_column};", *inner, "}"]
-        body += (r.prefetches if PREFETCH else []) + r.hoisted + steps
+        body += r.prefetches + r.hoisted + steps
     else:
         chunk = _render_chunk(r)
         span = seg.columns(0)

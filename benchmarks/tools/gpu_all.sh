@@ -15,7 +15,9 @@
 #              an H100 of 2026-12-06 bwd_qkv passed 320 s). Give the device call 40 s more than the parts' limits:
 #              a part stopped by its own limit still writes its run JSON, a call cut short by the device does not
 #   bwd_short  the qkv form's fwd+bwd rows short of 95% of the per-pass copies on the H200 (2026-12-06): Llama-3-8B,
-#              Mistral-7B and Phi-3-mini, both batches, run_bwd_short.json (about 120 s)
+#              Mistral-7B and Phi-3-mini, both batches, run_bwd_short.json (about 120 s; 270 s on the H200)
+#   bwd_mha    the qkv form's fwd+bwd rows of the models with a key head per query head (Llama-2-7b, Gemma-7b, phi-2,
+#              pythia-160m), both batches, run_bwd_mha.json
 #   fwd_qkv_rowmajor the qkv form's forward rows with every output row-major (PADVEC_TUNING=eager_orders=0,
 #              read by benchmarks/conftest.py; the default since 2026-12-06 is the order PyTorch gives them),
 #              run_fwd_qkv_rowmajor.json
@@ -129,7 +131,8 @@ suite() {  # suite <name> <-k expression> [seconds]
 
 declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not test_block" [fwd_qkv]="qkv and not bwd"
                    [bwd_rope]="not qkv and bwd and not test_host" [bwd_qkv]="qkv and bwd"
-                   [bwd_short]="qkv and bwd and (Llama-3 or Mistral or Phi-3)" [seed]="seed" [gptj]="gptj"
+                   [bwd_short]="qkv and bwd and (Llama-3 or Mistral or Phi-3)"
+                   [bwd_mha]="qkv and bwd and (Llama-2 or Gemma or phi-2 or pythia)" [seed]="seed" [gptj]="gptj"
                    [host]="test_host" [block]="test_block" [block2]="test_block and Llama-2"
                    [block3]="test_block and Llama-3")
 
@@ -161,7 +164,7 @@ for part in ${@:-tests programs notebooks fwd bwd host}; do
     fwd_qkv_eager) PADVEC_TUNING=source_orders=0 suite fwd_qkv_eager "${SELECT[fwd_qkv]}" 250 ;;
     bwd_qkv_outputs) PADVEC_COTANGENTS=outputs suite bwd_qkv_outputs "${SELECT[bwd_qkv]}" ;;
     fwd|bwd) suite ${part}_rope "${SELECT[${part}_rope]}"; suite ${part}_qkv "${SELECT[${part}_qkv]}" ;;
-    fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|bwd_short|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
+    fwd_rope|fwd_qkv|bwd_rope|bwd_qkv|bwd_short|bwd_mha|seed|gptj|host) suite $part "${SELECT[$part]}" ;;
     tune) timeout -s INT 300 python3 benchmarks/tools/tune_probe.py Llama-3-8B-b1-rope-bfloat16-fwd \
             Gemma-7b-b1-rope-bfloat16-fwd Llama-3-8B-b2-rope-bfloat16-fwd --trials 5 2>&1 | grep -v Warning \
             | tee $OUT/tune-probe.log | tail -6 ;;

@@ -247,6 +247,14 @@ def test_fit_blocks_asks_for_one_more_block_only_a_few_registers_away(registers,
     assert schedule.fit_blocks(registers, block, blocks) == want
 
 
+def test_fit_blocks_gives_a_prefetching_kernel_its_extra_slack():
+    """The grouped-query qkv backward with the L2 prefetches takes 90 registers, 10 over 80 (3 blocks of 256):
+    fitted only with ``schedule.PREFETCH_SLACK`` more."""
+    assert schedule.fit_blocks(90, 256, 2) == 0
+    assert schedule.fit_blocks(90, 256, 2, extra_slack=schedule.PREFETCH_SLACK) == 3
+    assert schedule.fit_blocks(94, 256, 2, extra_slack=schedule.PREFETCH_SLACK) == 0
+
+
 def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch):
     monkeypatch.setenv("THUNDER_PADVEC_DUMP_DIR", str(tmp_path))
     source = codegen.device_source("extern \"C\" __global__ void padvec_kernel() { this is not C++; }\n")

@@ -353,11 +353,15 @@ def test_rows_apart_along_the_tokens_taken_tokens_first_on_the_gpu(generator, mo
 
 
 def test_lines_asked_of_the_l2_first_change_no_value_and_compile(emulated, monkeypatch):
-    """``codegen.render.PREFETCH`` (an experiment): the grouped-query backward's tiled segments ask the L2 for
-    each hoisted load's line, under the load's own guard, before any load. The gradient is the one without
-    it, bit for bit, and the device source compiles for sm_90, where the prefetches come before the loads."""
-    from thunder_padvec import codegen
-    from thunder_padvec.runtime import nvrtc
+    """``codegen.render.PREFETCH`` (an experiment), or the launch variant ``LaunchParams.prefetch``: the
+    grouped-query backward's tiled segments ask the L2 for each hoisted load's line, under the load's own
+    guard, before any load. The gradient is the one without it, bit for bit, and the device source compiles
+    for sm_90, where the prefetches come before the loads. The first call on a GPU times the variant beside
+    the default and its tokens-first variant where ``TUNING.prefetch_variant`` is on."""
+    from dataclasses import replace
+
+    from thunder_padvec import codegen, schedule
+    from thunder_padvec.runtime import nvrtc, tune
 
     render = importlib.import_module("thunder_padvec.codegen.render")
     monkeypatch.setattr(render, "PREFETCH", True)
@@ -374,6 +378,19 @@ def test_lines_asked_of_the_l2_first_change_no_value_and_compile(emulated, monke
     plain, _, jitted = _check_gradients(GRAD_CASES[4], "cpu", torch.bfloat16, torch.Generator().manual_seed(3))
     assert not any("padvec_prefetch<" in r.kernel_source for r in explain(jitted))
     assert torch.equal(grad, plain)
+    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
+    assert codegen.device_source(codegen.render(backward.plan, replace(backward.launch, prefetch=True))) == device
+    options = {name: codegen.device_source(codegen.render(backward.plan, p)) for name, p in
+               tune.variants(backward.launch)}
+    assert not any("padvec_prefetch<" in source for source in options.values())
+    monkeypatch.setattr(schedule.TUNING, "prefetch_variant", True)
+    fetching = {name: codegen.device_source(codegen.render(backward.plan, p)) for name, p in
+                tune.variants(backward.launch) if name not in options}
+    assert sorted(fetching) == ["keep, L2 prefetches", "keep, tokens first, L2 prefetches"]
+    assert fetching["keep, L2 prefetches"] == device
+    tokens_first = options["keep, tokens first"]
+    assert fetching["keep, tokens first, L2 prefetches"] != tokens_first
+    assert "padvec_prefetch<" in fetching["keep, tokens first, L2 prefetches"]
 
 
 @pytest.mark.gpu

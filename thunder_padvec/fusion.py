@@ -24,7 +24,7 @@ from .errors import InternalError, LaunchError, PadvecError
 from .reshapes import merge_groups
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
-from .schedule import TUNING, LaunchParams, fit_blocks, schedule
+from .schedule import PREFETCH_SLACK, TUNING, LaunchParams, fit_blocks, schedule
 from .vectorize.views import fold
 from .vectorize.views import steps as slice_steps
 
@@ -112,7 +112,8 @@ def _fit_registers(plan: vectorize.VectorPlan, params: LaunchParams, module, dev
 
     registers, local, blocks = module.resources(params.block)
     sm = torch.cuda.get_device_properties(device)
-    want = fit_blocks(registers, params.block, blocks, sm.regs_per_multiprocessor, sm.max_threads_per_multi_processor)
+    want = fit_blocks(registers, params.block, blocks, sm.regs_per_multiprocessor, sm.max_threads_per_multi_processor,
+                      PREFETCH_SLACK if params.prefetch else 0)
     if not want:
         return None
     fitted = replace(params, min_blocks=want)
@@ -160,7 +161,7 @@ def _replanned_launch(plan: vectorize.VectorPlan, variant: LaunchParams) -> Laun
     carried over, not what the fit of the first plan's registers made of them (its __launch_bounds__; its
     word pairs, which the new build weighs again for itself)."""
     return replace(schedule(plan), keep_hints=variant.keep_hints, keep_once=variant.keep_once,
-                   word_pairs=variant.word_pairs, tokens_first=variant.tokens_first)
+                   word_pairs=variant.word_pairs, tokens_first=variant.tokens_first, prefetch=variant.prefetch)
 
 
 def _load_plan(plan: vectorize.VectorPlan, params: LaunchParams, load):

@@ -15,6 +15,9 @@ from .vectorize.plan import MIN_THREADS, STAGED_WARPS, WARP
 
 INDEX32_LIMIT = 1 << 30  # leaves room for the offsets pads and slices add to in-bounds indices
 REGISTER_SLACK = 8  # registers per thread a kernel may give up, at most, for one more block per SM
+# ... more where the kernel asks the L2 for its lines first (LaunchParams.prefetch): the prefetches' addresses
+# stay live until the loads (the grouped-query qkv backward of Llama-3-8B: 90 registers, 86 without)
+PREFETCH_SLACK = 4
 REGISTER_UNIT = 256  # registers are allocated to a warp in units of this many
 RELOAD_BLOCK = 128  # block of a launch whose every segment reloads (``vectorize.plan.lane_steps``); see schedule()
 
@@ -43,6 +46,7 @@ class Tuning:
     reload_variant: bool = True  # the first call also times the plan whose lanes reload, a chunk a lane (fusion)
     tokens_first_variant: bool = True  # ... and rows that lie apart along the tokens taken token by token (tune)
     tokens_first: bool = False  # that variant as the default (LaunchParams.tokens_first)
+    prefetch_variant: bool = False  # ... and the default's and tokens first's with the L2 prefetches (tune.prefetched)
     eager_orders: bool = True  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
     eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
     source_orders: bool = True  # else an output of a region that transposes in the memory order of the views it is
@@ -76,6 +80,7 @@ class LaunchParams:
     word_pairs: bool = True  # see Tuning; off where the words cost a block per SM (fusion._without_word_pairs)
     keep_once: bool = True  # with keep_hints: inputs read once kept too (codegen.render._load_op); else only reused
     tokens_first: bool = False  # rows that lie apart along the tokens taken a token of every head in turn (render)
+    prefetch: bool = False  # a tiled segment's hoisted loads: each line asked of the L2 before any is loaded (render)
 
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
@@ -83,23 +88,24 @@ class LaunchParams:
         bounds = f", registers for {self.min_blocks} blocks per SM" if self.min_blocks else ""
         order = ", segments interleaved" if self.interleave else ""
         order += ", tokens first" if self.tokens_first else ""
+        order += ", L2 prefetches" if self.prefetch else ""
         pairs = "" if self.word_pairs else ", 16-bit lanes one at a time"
         return (f"grid {self.grid} x block {self.block}, int{self.index_bits} indices{smem}{bounds}{order}{pairs}"
                 f" ({parts})")
 
 
 def fit_blocks(registers: int, block: int, blocks_per_sm: int, registers_per_sm: int = 65536,
-               threads_per_sm: int = 2048) -> int:
+               threads_per_sm: int = 2048, extra_slack: int = 0) -> int:
     """Blocks per SM worth asking ``__launch_bounds__`` for: one more than a kernel of ``registers``
-    registers per thread gets (``blocks_per_sm``), where that needs at most ``REGISTER_SLACK`` fewer
-    registers; 0 otherwise. (On the H200, the grouped-query qkv backward at 86 registers, 2 blocks of
-    256 per SM, fitted to 80 and 3 blocks: 6% faster.)"""
+    registers per thread gets (``blocks_per_sm``), where that needs at most ``REGISTER_SLACK`` (plus
+    ``extra_slack``) fewer registers; 0 otherwise. (On the H200, the grouped-query qkv backward at 86
+    registers, 2 blocks of 256 per SM, fitted to 80 and 3 blocks: 6% faster.)"""
     want = blocks_per_sm + 1
     if blocks_per_sm < 1 or want * block > threads_per_sm:
         return 0
     warps = want * -(-block // 32)
     budget = registers_per_sm // warps // REGISTER_UNIT * REGISTER_UNIT // 32
-    return want if 0 < registers - budget <= REGISTER_SLACK else 0
+    return want if 0 < registers - budget <= REGISTER_SLACK + extra_slack else 0
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:

@@ -71,6 +71,9 @@
 #   prefetch_tf the same rows with the first call's timing off (tune_hints=0), the four builds of the two knobs that
 #              the H200 of 2026-12-07 could not tell apart: as built, tokens first (tokens_first=1), the prefetches, and
 #              both, twice in turn, the log under $OUT/prefetch_tf.log (about 250 s on the H200)
+#   prefetch_var the grouped-query qkv fwd+bwd rows (Llama-3-8B and Mistral-7B, b1 and b2), the first call's timing on,
+#              as built against the L2 prefetches as launch variants of their own (prefetch_variant=1: the default and
+#              tokens first, each also with the prefetches), the backward only, twice in turn, $OUT/prefetch_var.log
 #   layout     tools/layout_probe.py on qkv forwards: the program against its layout ops alone (no RoPE, the same
 #              strided reads and writes), under padvec, torch.compile and eager, the log under $OUT/layout.log
 #   blocks     tools/explore.py on the qkv forwards of Llama-3-8B b1 (grouped) and Llama-2-7b b1 (all heads), blocks of
@@ -235,6 +238,11 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               tf:tune_hints=0,tokens_first=1 pf:tune_hints=0,PREFETCH=1,REGISTER_SLACK=12 pftf:tune_hints=0,tokens_first=1,PREFETCH=1,REGISTER_SLACK=12 \
               base2:tune_hints=0 tf2:tune_hints=0,tokens_first=1 pf2:tune_hints=0,PREFETCH=1,REGISTER_SLACK=12 \
               pftf2:tune_hints=0,tokens_first=1,PREFETCH=1,REGISTER_SLACK=12 2>&1 | grep -v Warning | tee $OUT/prefetch_tf.log | tail -3) ;;
+    prefetch_var) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases \
+              Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd+bwd \
+              Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 \
+              --variants base: pv:prefetch_variant=1 base2: pv2:prefetch_variant=1 2>&1 | grep -v Warning \
+              | tee $OUT/prefetch_var.log | tail -3) ;;
     layout) timeout -s INT 300 python3 benchmarks/tools/layout_probe.py Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd Llama-2-7b-b1-qkv_split_rope-bfloat16-fwd \
               phi-2-b1-qkv_split_rope-bfloat16-fwd 2>&1 | grep -v Warning | tee $OUT/layout.log | tail -3 ;;

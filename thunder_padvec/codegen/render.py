@@ -270,7 +270,7 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
             load = f"{op}<{width}>({reg}, {address});"
             r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
                           load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
-            if PREFETCH:
+            if PREFETCH or r.params.prefetch:
                 fetch = f"padvec_prefetch<{'true' if op == 'padvec_load_keep' else 'false'}>({address});"
                 r.prefetches.append(fetch if guard == "true" else f"if ({guard}) {fetch}")
         lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")

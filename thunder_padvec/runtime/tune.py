@@ -80,7 +80,8 @@ class Choice:
 
 
 def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
-    """The default launch first, then the variants measured against it: the evict_last hints switched;
+    """The default launch first, then the variants measured against it (the last, where asked for, with the
+    L2 prefetches: ``prefetched``): the evict_last hints switched;
     the hints on inputs read again only (``LaunchParams.keep_once`` off: cos and sin kept, x not, which
     made Llama-3-8B's RoPE and qkv forwards at batch 2 1.4% and 2.2% faster on the H200, and others up
     to 4% slower); and the default's hints in plane order (``LaunchParams.plane_order``: where threads
@@ -99,7 +100,21 @@ def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
         found.append(("keep reused", replace(params, keep_hints=True, keep_once=False)))
     if not params.plane_order:
         found.append((f"{name} in plane order", replace(params, plane_order=True)))
-    return found + tokens_first(name, params)
+    first = tokens_first(name, params)
+    fetching = [found[0], *first] if TUNING.prefetch_variant else []
+    return found + first + [option for n, p in fetching for option in prefetched(n, p)]
+
+
+def prefetched(name: str, params: LaunchParams) -> list[tuple[str, LaunchParams]]:
+    """``params`` with a tiled segment's hoisted loads each asked of the L2 first (``LaunchParams.prefetch``),
+    named after ``name``; none where they are so already. Timed by the first call, for the default launch and
+    its tokens-first variant, where ``TUNING.prefetch_variant`` is on (a variant that changes nothing in the
+    source, where no segment hoists its loads, is not built). On the H200 the grouped-query qkv backward of
+    Mistral-7B b1 ran 0.5% faster with the prefetches, those of Llama-3-8B b1 and Mistral-7B b2 0.9-1.4%
+    faster with the prefetches and tokens first; on an H100 even or 0.8% slower (``benchmarks/NOTES.md``)."""
+    if params.prefetch:
+        return []
+    return [(f"{name}, L2 prefetches", replace(params, prefetch=True))]
 
 
 def tokens_first(name: str, params: LaunchParams) -> list[tuple[str, LaunchParams]]:
@@ -172,4 +187,4 @@ def remembered(key: str, names: Sequence[str]) -> str | None:
 
 
 __all__ = ["MARGIN", "WIN_SHARE", "Choice", "Rounds", "decision_key", "may_time", "measure", "pick", "remembered",
-           "tokens_first", "variants"]
+           "prefetched", "tokens_first", "variants"]

@@ -352,33 +352,45 @@ def test_rows_apart_along_the_tokens_taken_tokens_first_on_the_gpu(generator, mo
     assert torch.equal(grad, eager_grad)
 
 
+def _check_prefetches(case, device, generator, monkeypatch):
+    """The gradients and the backward's report built with the L2 prefetches (``TUNING.prefetch``: every
+    launch with ``LaunchParams.prefetch``) and without, the first call's timing off; both equal, bit for bit."""
+    from thunder_padvec import schedule
+
+    monkeypatch.setattr(schedule.TUNING, "tune_hints", False)
+    seed = generator.initial_seed()
+    built = []
+    for prefetch in (True, False):
+        monkeypatch.setattr(schedule.TUNING, "prefetch", prefetch)
+        grad, eager_grad, jitted = _check_gradients(case, device, torch.bfloat16, torch.Generator().manual_seed(seed))
+        (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
+        assert backward.launch.prefetch == prefetch
+        assert ("padvec_prefetch<" in backward.kernel_source) == prefetch
+        built.append((grad, backward))
+    (grad, fetching), (plain, backward) = built
+    assert torch.equal(grad, plain)
+    return grad, eager_grad, fetching, backward
+
+
 def test_lines_asked_of_the_l2_first_change_no_value_and_compile(emulated, monkeypatch):
-    """``codegen.render.PREFETCH`` (an experiment), or the launch variant ``LaunchParams.prefetch``: the
-    grouped-query backward's tiled segments ask the L2 for each hoisted load's line, under the load's own
-    guard, before any load. The gradient is the one without it, bit for bit, and the device source compiles
-    for sm_90, where the prefetches come before the loads. The first call on a GPU times the variant beside
-    the default and its tokens-first variant where ``TUNING.prefetch_variant`` is on."""
+    """The launch variant ``LaunchParams.prefetch``: the grouped-query backward's tiled segments ask the L2 for
+    each hoisted load's line, under the load's own guard, before any load. The gradient is the one without
+    it, bit for bit, and the device source compiles for sm_90, where the prefetches come before the loads.
+    The first call on a GPU times the variant beside the default and its tokens-first variant where
+    ``TUNING.prefetch_variant`` is on."""
     from dataclasses import replace
 
     from thunder_padvec import codegen, schedule
     from thunder_padvec.runtime import nvrtc, tune
 
-    render = importlib.import_module("thunder_padvec.codegen.render")
-    monkeypatch.setattr(render, "PREFETCH", True)
-    grad, _, jitted = _check_gradients(GRAD_CASES[4], "cpu", torch.bfloat16, torch.Generator().manual_seed(3))
-    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
-    source = backward.kernel_source
+    _, _, fetching, backward = _check_prefetches(GRAD_CASES[4], "cpu", torch.Generator().manual_seed(3), monkeypatch)
+    source = fetching.kernel_source
     fetched = re.findall(r"^\s*(?:if \((.*?)\) )?padvec_prefetch<(?:true|false)>\((.*?)\);", source, re.M)
     loaded = re.findall(r"^\s*(?:if \((.*?)\) )?padvec_load\w*<\d+>\(g\d+, (.*?)\);", source, re.M)
     assert fetched and sorted(fetched) == sorted(loaded)
     assert source.index("padvec_prefetch<") < source.index("padvec_load_keep<")
-    device = codegen.device_source(codegen.render(backward.plan, backward.launch))
+    device = codegen.device_source(codegen.render(fetching.plan, fetching.launch))
     assert "prefetch.global.L2" in device and nvrtc.compile_cubin(device, "sm_90")[:4] == b"\x7fELF"
-    monkeypatch.setattr(render, "PREFETCH", False)
-    plain, _, jitted = _check_gradients(GRAD_CASES[4], "cpu", torch.bfloat16, torch.Generator().manual_seed(3))
-    assert not any("padvec_prefetch<" in r.kernel_source for r in explain(jitted))
-    assert torch.equal(grad, plain)
-    (backward,) = [r for r in explain(jitted) if r.trace == "backward"]
     assert codegen.device_source(codegen.render(backward.plan, replace(backward.launch, prefetch=True))) == device
     options = {name: codegen.device_source(codegen.render(backward.plan, p)) for name, p in
                tune.variants(backward.launch)}
@@ -388,9 +400,28 @@ def test_lines_asked_of_the_l2_first_change_no_value_and_compile(emulated, monke
                 tune.variants(backward.launch) if name not in options}
     assert sorted(fetching) == ["keep, L2 prefetches", "keep, tokens first, L2 prefetches"]
     assert fetching["keep, L2 prefetches"] == device
-    tokens_first = options["keep, tokens first"]
-    assert fetching["keep, tokens first, L2 prefetches"] != tokens_first
+    assert fetching["keep, tokens first, L2 prefetches"] != options["keep, tokens first"]
     assert "padvec_prefetch<" in fetching["keep, tokens first, L2 prefetches"]
+
+
+@pytest.mark.gpu
+def test_lines_asked_of_the_l2_first_on_the_gpu_keep_the_backwards_blocks_per_sm(generator, monkeypatch):
+    """Llama-3-8B's grouped-query qkv backward (4 query heads a key head, heads of 128) at 2048 tokens: with
+    the L2 prefetches its gradient is eager's, bit for bit, and the build keeps the blocks per SM of the
+    build without (their addresses take about 4 more registers: ``schedule.PREFETCH_SLACK``), without spilling."""
+    from thunder_padvec import fusion
+    from thunder_padvec.runtime import cache
+    from thunder_padvec.runtime.launch import CudaModule
+
+    case = ("llama-3", qkv_split_rope, (1, 2048, (32 + 2 * 8) * 128), 128,
+            dict(n_head=32, n_query_groups=8, head_size=128))
+    grad, eager_grad, fetching, backward = _check_prefetches(case, "cuda", generator, monkeypatch)
+    assert torch.equal(grad, eager_grad)
+    device = torch.cuda.current_device()
+    (registers, local, blocks), (_, plain_local, plain_blocks) = (
+        CudaModule(cache.binary(r.source, fusion._cuda_target(device))[0], device).resources(r.launch.block)
+        for r in (fetching, backward))
+    assert blocks == plain_blocks and local == plain_local == 0, (registers, blocks, plain_blocks)
 
 
 @pytest.mark.gpu

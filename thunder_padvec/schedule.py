@@ -47,6 +47,7 @@ class Tuning:
     tokens_first_variant: bool = True  # ... and rows that lie apart along the tokens taken token by token (tune)
     tokens_first: bool = False  # that variant as the default (LaunchParams.tokens_first)
     prefetch_variant: bool = False  # ... and the default's and tokens first's with the L2 prefetches (tune.prefetched)
+    prefetch: bool = False  # that variant as the default (LaunchParams.prefetch)
     eager_orders: bool = True  # outputs allocated in the memory order PyTorch gives them (executor._eager_orders)
     eager_order_bytes: int = 128  # ... only where their rows are whole multiples of this many bytes (cache lines)
     source_orders: bool = True  # else an output of a region that transposes in the memory order of the views it is
@@ -156,4 +157,5 @@ def schedule(plan: VectorPlan, block: int | None = None) -> LaunchParams:
         first += blocks
     return LaunchParams(block, first, tuple(segments), index_bits(plan), smem, TUNING.min_blocks, TUNING.warp_tiles,
                         TUNING.load_hints, TUNING.store_hints, TUNING.keep_hints,
-                        TUNING.plane_order, interleaves(plan), TUNING.word_pairs, tokens_first=TUNING.tokens_first)
+                        TUNING.plane_order, interleaves(plan), TUNING.word_pairs, tokens_first=TUNING.tokens_first,
+                        prefetch=TUNING.prefetch)

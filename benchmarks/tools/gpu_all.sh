@@ -66,8 +66,9 @@
 #              and block order (row order, plane order), beside the tuner's pick, the log under $OUT/combos.log
 #   combos_bwd the same on the backward kernels (padvec1) of the grouped-query qkv fwd+bwd rows, $OUT/combos_bwd.log
 #   prefetch   tools/explore.py on the backward kernels (padvec1) of the grouped-query qkv fwd+bwd rows (Llama-3-8B b1,
-#              Mistral-7B b1 and b2): as built against each hoisted load's line asked of the L2 first (PREFETCH=1, with
-#              REGISTER_SLACK=12 so that the build keeps 3 blocks per SM), twice in turn, the log under $OUT/prefetch.log
+#              Mistral-7B b1 and b2): as built against each hoisted load's line asked of the L2 first (prefetch=1,
+#              fitted with schedule.PREFETCH_SLACK more registers: the build keeps 3 blocks per SM), twice in turn, the
+#              log under $OUT/prefetch.log
 #   prefetch_tf the same rows with the first call's timing off (tune_hints=0), the four builds of the two knobs that
 #              the H200 of 2026-12-07 could not tell apart: as built, tokens first (tokens_first=1), the prefetches, and
 #              both, twice in turn, the log under $OUT/prefetch_tf.log (about 250 s on the H200)
@@ -142,9 +143,9 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
 # the GPU tests added or changed last: qkv's rows taken tokens first, a launch variant, and rows taken in tiles of
 # tokens (tests/test_training.py), the first call timing its launch variants (tests/test_gpu.py), the gradients of
 # the qkv form with q and k in eager's order (qkv-mha, tests/test_training.py), random chains of layout ops on
-# strided inputs (tests/test_views.py);
+# strided inputs (tests/test_views.py), the grouped backward with the L2 prefetches (l2_first, tests/test_training.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="tokens_first or tiles_of_tokens or launch_variants or mha or random_chains"
+FRESH="tokens_first or tiles_of_tokens or launch_variants or mha or random_chains or l2_first"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in
@@ -230,14 +231,14 @@ print(*[c.id for c in cases() if c.id.endswith('bfloat16-fwd') and 'GPT-J' not i
               reused_plane:tune_hints=0,KEEP_ONCE=0,plane_order=1 2>&1 | grep -v Warning | tee $OUT/combos_bwd.log | tail -3) ;;
     prefetch) (cd benchmarks/tools && timeout -s INT 420 python3 explore.py --cases Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 \
-              --variants base: pf:PREFETCH=1,REGISTER_SLACK=12 base2: pf2:PREFETCH=1,REGISTER_SLACK=12 2>&1 \
+              --variants base: pf:prefetch=1 base2: pf2:prefetch=1 2>&1 \
               | grep -v Warning | tee $OUT/prefetch.log | tail -3) ;;
     prefetch_tf) (cd benchmarks/tools && timeout -s INT 420 python3 explore.py --cases \
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd \
               Mistral-7B-b2-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 --variants base:tune_hints=0 \
-              tf:tune_hints=0,tokens_first=1 pf:tune_hints=0,PREFETCH=1,REGISTER_SLACK=12 pftf:tune_hints=0,tokens_first=1,PREFETCH=1,REGISTER_SLACK=12 \
-              base2:tune_hints=0 tf2:tune_hints=0,tokens_first=1 pf2:tune_hints=0,PREFETCH=1,REGISTER_SLACK=12 \
-              pftf2:tune_hints=0,tokens_first=1,PREFETCH=1,REGISTER_SLACK=12 2>&1 | grep -v Warning | tee $OUT/prefetch_tf.log | tail -3) ;;
+              tf:tune_hints=0,tokens_first=1 pf:tune_hints=0,prefetch=1 pftf:tune_hints=0,tokens_first=1,prefetch=1 \
+              base2:tune_hints=0 tf2:tune_hints=0,tokens_first=1 pf2:tune_hints=0,prefetch=1 \
+              pftf2:tune_hints=0,tokens_first=1,prefetch=1 2>&1 | grep -v Warning | tee $OUT/prefetch_tf.log | tail -3) ;;
     prefetch_var) (cd benchmarks/tools && timeout -s INT 300 python3 explore.py --cases \
               Llama-3-8B-b1-qkv_split_rope-bfloat16-fwd+bwd Llama-3-8B-b2-qkv_split_rope-bfloat16-fwd+bwd \
               Mistral-7B-b1-qkv_split_rope-bfloat16-fwd+bwd Mistral-7B-b2-qkv_split_rope-bfloat16-fwd+bwd --fusions padvec1 \

@@ -57,7 +57,7 @@ class _Segment:
     step_guard: str = ""
     loads: dict = field(default_factory=dict)  # (address, guard, width) -> register array
     hoisted: list = field(default_factory=list)
-    prefetches: list = field(default_factory=list)  # the hoisted loads' lines asked of the L2 first (PREFETCH)
+    prefetches: list = field(default_factory=list)  # the hoisted loads' lines asked of the L2 first (params.prefetch)
     # Steps side by side (``seg.lane_steps``): rendering them, and per own-chunk load the steps whose
     # lanes load it as their own chunk and the distances to the owners that other lanes take it from.
     lane_step: bool = False
@@ -270,7 +270,7 @@ def _render_hoisted_load(r: _Segment, site: Site, node: ir.Node, width: int) -> 
             load = f"{op}<{width}>({reg}, {address});"
             r.hoisted += [f"alignas(16) {ctype} {reg}[{width}];",
                           load if guard == "true" else f"if ({guard}) {load} else padvec_fill_zero<{width}>({reg});"]
-            if PREFETCH or r.params.prefetch:
+            if r.params.prefetch:
                 fetch = f"padvec_prefetch<{'true' if op == 'padvec_load_keep' else 'false'}>({address});"
                 r.prefetches.append(fetch if guard == "true" else f"if ({guard}) {fetch}")
         lines.append(f"padvec_load<{width}>(&s{site.id}[{j}], {r.loads[key]});")
@@ -302,7 +302,6 @@ def _render_own_load(r: _Segment, site: Site, node: ir.Node, width: int) -> list
     return [_declare(r, site), f"padvec_load<{width}>(&s{site.id}[0], {reg});"]
 
 
-PREFETCH = False  # a tiled segment's hoisted loads: each line asked of the L2 before any is loaded (experiments)
 EXCHANGE = True  # steps side by side take the other steps' chunks with warp shuffles; off: loaded again (experiments)
 
 

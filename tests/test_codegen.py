@@ -250,9 +250,14 @@ def test_fit_blocks_asks_for_one_more_block_only_a_few_registers_away(registers,
 def test_fit_blocks_gives_a_prefetching_kernel_its_extra_slack():
     """The grouped-query qkv backward with the L2 prefetches takes 90 registers, 10 over 80 (3 blocks of 256):
     fitted only with ``schedule.PREFETCH_SLACK`` more."""
-    assert schedule.fit_blocks(90, 256, 2) == 0
-    assert schedule.fit_blocks(90, 256, 2, extra_slack=schedule.PREFETCH_SLACK) == 3
-    assert schedule.fit_blocks(94, 256, 2, extra_slack=schedule.PREFETCH_SLACK) == 0
+    from dataclasses import replace
+
+    plain = schedule.LaunchParams(256, 1, (), 32)
+    fetching = replace(plain, prefetch=True)
+    assert fetching.register_slack == schedule.REGISTER_SLACK + schedule.PREFETCH_SLACK == plain.register_slack + 4
+    assert schedule.fit_blocks(90, 256, 2) == schedule.fit_blocks(90, 256, 2, slack=plain.register_slack) == 0
+    assert schedule.fit_blocks(90, 256, 2, slack=fetching.register_slack) == 3
+    assert schedule.fit_blocks(94, 256, 2, slack=fetching.register_slack) == 0
 
 
 def test_nvrtc_error_is_typed_and_names_the_dumped_source(tmp_path, monkeypatch):

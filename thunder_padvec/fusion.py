@@ -24,7 +24,7 @@ from .errors import InternalError, LaunchError, PadvecError
 from .reshapes import merge_groups
 from .runtime import cache, tune
 from .runtime.launch import ArgPack
-from .schedule import PREFETCH_SLACK, TUNING, LaunchParams, fit_blocks, schedule
+from .schedule import TUNING, LaunchParams, fit_blocks, schedule
 from .vectorize.views import fold
 from .vectorize.views import steps as slice_steps
 
@@ -113,7 +113,7 @@ def _fit_registers(plan: vectorize.VectorPlan, params: LaunchParams, module, dev
     registers, local, blocks = module.resources(params.block)
     sm = torch.cuda.get_device_properties(device)
     want = fit_blocks(registers, params.block, blocks, sm.regs_per_multiprocessor, sm.max_threads_per_multi_processor,
-                      PREFETCH_SLACK if params.prefetch else 0)
+                      params.register_slack)
     if not want:
         return None
     fitted = replace(params, min_blocks=want)

@@ -83,6 +83,11 @@ class LaunchParams:
     tokens_first: bool = False  # rows that lie apart along the tokens taken a token of every head in turn (render)
     prefetch: bool = False  # a tiled segment's hoisted loads: each line asked of the L2 before any is loaded (render)
 
+    @property
+    def register_slack(self) -> int:
+        """Registers per thread a build of this launch may give up, at most, for one more block per SM."""
+        return REGISTER_SLACK + (PREFETCH_SLACK if self.prefetch else 0)
+
     def __str__(self) -> str:
         parts = ", ".join(f"seg{i}: blocks {s.first_block}+{s.blocks}" for i, s in enumerate(self.segments))
         smem = f", {self.smem_bytes} B shared" if self.smem_bytes else ""
@@ -96,17 +101,18 @@ class LaunchParams:
 
 
 def fit_blocks(registers: int, block: int, blocks_per_sm: int, registers_per_sm: int = 65536,
-               threads_per_sm: int = 2048, extra_slack: int = 0) -> int:
+               threads_per_sm: int = 2048, slack: int | None = None) -> int:
     """Blocks per SM worth asking ``__launch_bounds__`` for: one more than a kernel of ``registers``
-    registers per thread gets (``blocks_per_sm``), where that needs at most ``REGISTER_SLACK`` (plus
-    ``extra_slack``) fewer registers; 0 otherwise. (On the H200, the grouped-query qkv backward at 86
-    registers, 2 blocks of 256 per SM, fitted to 80 and 3 blocks: 6% faster.)"""
+    registers per thread gets (``blocks_per_sm``), where that needs at most ``slack`` fewer registers
+    (``REGISTER_SLACK`` where not given; a launch's own: ``LaunchParams.register_slack``); 0 otherwise.
+    (On the H200, the grouped-query qkv backward at 86 registers, 2 blocks of 256 per SM, fitted to 80 and
+    3 blocks: 6% faster.)"""
     want = blocks_per_sm + 1
     if blocks_per_sm < 1 or want * block > threads_per_sm:
         return 0
     warps = want * -(-block // 32)
     budget = registers_per_sm // warps // REGISTER_UNIT * REGISTER_UNIT // 32
-    return want if 0 < registers - budget <= REGISTER_SLACK + extra_slack else 0
+    return want if 0 < registers - budget <= (REGISTER_SLACK if slack is None else slack) else 0
 
 
 def _span(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:

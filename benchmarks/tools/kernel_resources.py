@@ -129,7 +129,7 @@ def _load(plan, params, source: str, arch: str):
     module = Compiled(source, arch)
     registers, spills, blocks = module.resources(params.block)
     want = schedule.fit_blocks(registers, params.block, blocks, REGISTERS_PER_SM, THREADS_PER_SM,
-                               schedule.PREFETCH_SLACK if params.prefetch else 0)
+                               params.register_slack)
     if schedule.TUNING.fit_registers and not params.min_blocks and want:
         fitted = dataclasses.replace(params, min_blocks=want)
         fitted_source = codegen.device_source(codegen.render(plan, fitted))

@@ -80,8 +80,8 @@ class Choice:
 
 
 def variants(params: LaunchParams) -> list[tuple[str, LaunchParams]]:
-    """The default launch first, then the variants measured against it (the last, where asked for, with the
-    L2 prefetches: ``prefetched``): the evict_last hints switched;
+    """The default launch first, then the variants measured against it (the last two, where asked for, with
+    the L2 prefetches: ``prefetched``): the evict_last hints switched;
     the hints on inputs read again only (``LaunchParams.keep_once`` off: cos and sin kept, x not, which
     made Llama-3-8B's RoPE and qkv forwards at batch 2 1.4% and 2.2% faster on the H200, and others up
     to 4% slower); and the default's hints in plane order (``LaunchParams.plane_order``: where threads

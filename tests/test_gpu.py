@@ -227,6 +227,25 @@ def test_hugging_faces_llama_rotary_forward_and_backward(generator):
         assert set(report.widths.values()) == {8}, report.widths
 
 
+def test_the_report_says_the_kernels_registers_and_blocks_per_sm(generator):
+    """The report of a fusion run on the GPU carries what the driver says of its kernel: registers a thread,
+    local memory, blocks per SM for the launch's block, and waves (the grid over what the SMs hold at once),
+    and prints them. The seed's RoPE forward in bf16: no spills, at least one block per SM."""
+    x, cos, sin = rope_inputs(**SEED_SHAPE, dtype=torch.bfloat16, device="cuda", generator=generator)
+    jitted, out, _ = jit_and_run(rope_one_entry, x, cos, sin, SEED_SHAPE["rope_n_elem"])
+    assert torch.equal(out, rope_one_entry(x, cos, sin, SEED_SHAPE["rope_n_elem"]))
+    (report,) = explain(jitted)
+    ((fusion, _),) = fusions(thunder.last_traces(jitted)[-1])
+    registers, local, blocks = fusion.last.module.resources(report.launch.block)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r = report.resources
+    assert (r.registers, r.local_bytes, r.blocks_per_sm) == (registers, local, blocks), r
+    assert 0 < r.registers <= 255 and r.local_bytes == 0 and r.blocks_per_sm >= 1, r
+    assert r.waves == pytest.approx(report.launch.grid / (sms * blocks)), r
+    assert f"resources: {r.registers} registers a thread, {r.blocks_per_sm} block" in str(report)
+    assert f"resources: {r}" in report._repr_markdown_()
+
+
 @pytest.mark.parametrize("batch", [2, 1])
 def test_a_launch_whose_last_wave_is_mostly_idle_takes_teams_twice_as_wide(generator, batch):
     """pythia-160m's qkv forward (rows of 64 in 4-lane chunks, teams of 4 threads): on the H200 (132 SMs),

@@ -760,6 +760,40 @@ def test_a_kernel_planned_again_with_one_row_a_thread_says_what_was_weighed(emul
         assert (f"planned again: {note}" in text) if one_row_blocks == 6 else ("planned again" not in text), text
 
 
+class _SilentDriver:
+    def resources(self, block):
+        raise RuntimeError("the driver would not say")
+
+
+def test_the_report_shows_the_drivers_figures_only_for_a_kernel_loaded_on_a_gpu(emulated, generator, monkeypatch):
+    """In emulation the report has no resources and prints none; for a kernel loaded on a GPU it has the
+    driver's registers, local memory and blocks per SM, and the waves of its grid over the SMs, printed and
+    in the notebook's view; a driver that fails to say leaves them out, and the report is still made."""
+    import dataclasses
+    import types
+
+    from thunder_padvec.explain import Resources, explain
+
+    jitted, fn, _ = _four_rows_a_thread(generator, monkeypatch)
+    (report,) = explain(jitted)
+    assert report.resources is None and "resources:" not in str(report) + report._repr_markdown_()
+    emulated_spec = fn.last
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(
+        multi_processor_count=5))
+    fn.last = dataclasses.replace(emulated_spec, device=torch.device("cuda", 0), module=_FakeBuild(98, 2))
+    (report,) = explain(jitted)
+    grid = report.launch.grid
+    assert report.resources == Resources(98, 0, 2, grid / 10), report.resources
+    line = f"resources: 98 registers a thread, 2 blocks per SM, {grid / 10:.2f} waves"
+    assert line in str(report) and line in report._repr_markdown_(), str(report)
+    assert str(Resources(255, 16, 1, 0.5)) == (
+        "255 registers a thread, 16 bytes of local memory a thread, 1 block per SM, 0.50 waves")
+    fn.last = dataclasses.replace(emulated_spec, device=torch.device("cuda", 0), module=_SilentDriver())
+    (report,) = explain(jitted)
+    assert report.resources is None and report.launch is not None
+    fn.last = emulated_spec
+
+
 def _teams_of_four(generator):
     """``(fusion, wider)`` of pythia's RoPE (rows of 64 in 4-lane chunks, teams of 4 threads) over 1536
     rows (24 blocks of 256), and its plan again with teams twice as wide."""

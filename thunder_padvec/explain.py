@@ -35,6 +35,37 @@ class Access:
     #              memory; "register": of a row staged in registers; "store"; "-" for resize nodes
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What the driver says of the kernel as loaded, for its launch's block (a GPU only)."""
+
+    registers: int  # per thread
+    local_bytes: int  # local memory per thread: spills, or arrays the compiler did not keep in registers
+    blocks_per_sm: int  # blocks of the launch's size an SM holds at once
+    waves: float  # the grid over what all SMs hold at once
+
+    def __str__(self) -> str:
+        spills = f", {self.local_bytes} bytes of local memory a thread" if self.local_bytes else ""
+        blocks = f"{self.blocks_per_sm} block{'s' if self.blocks_per_sm != 1 else ''}"
+        return (f"{self.registers} registers a thread{spills}, {blocks} per SM, "
+                f"{self.waves:.2f} waves")
+
+
+def _resources(spec: Specialization) -> Resources | None:
+    """The driver's figures for ``spec``'s kernel; ``None`` in CPU emulation or where the driver can't say."""
+    resources = getattr(spec.module, "resources", None)
+    if resources is None or spec.device.type != "cuda" or not spec.params.grid:
+        return None
+    try:
+        import torch
+
+        registers, local, blocks = resources(spec.params.block)
+        sms = torch.cuda.get_device_properties(spec.device).multi_processor_count
+    except Exception:  # a report never fails on what the driver would not say
+        return None
+    return Resources(registers, local, blocks, spec.params.grid / max(1, sms * blocks))
+
+
 @dataclass
 class FusionReport:
     name: str
@@ -52,6 +83,7 @@ class FusionReport:
     replanned: str = ""  # where the kernel was planned again (one row a thread, wider teams), what that weighed
     prologue: str = ""  # symbols of the region run in PyTorch before the kernel (fusion.WithPrologue)
     copied: tuple[str, ...] = ()  # inputs copied row-major before the kernel (their views don't fold their strides)
+    resources: Resources | None = None  # registers, local memory, blocks per SM and waves (a GPU only)
 
     @property
     def decisions(self) -> list[str]:
@@ -83,6 +115,8 @@ class FusionReport:
         if self.launch is None:
             return head[0] + f"\n  ({self.source or 'not run yet'})"
         head.append(f"  launch: {self.launch}")
+        if self.resources is not None:
+            head.append(f"  resources: {self.resources}")
         head += [f"  {line}" for line in self.decisions]
         head += [f"  {line}" for line in self.segments]
         head += [f"  output {name} allocated so that its permute {order} is contiguous"
@@ -107,6 +141,8 @@ class FusionReport:
         if self.launch is None:
             return "\n".join(lines + [self.source or "not run yet"])
         lines.append(f"launch: `{self.launch}`")
+        if self.resources is not None:
+            lines.append(f"resources: {self.resources}")
         lines += self.decisions
         lines += [f"- {line}" for line in self.segments]
         lines += ["", "| tensor | role | via | projected | width | access |", "|---|---|---|---|---|---|"]
@@ -188,7 +224,7 @@ def report(fusion: PadvecFusion, bsym, trace: str) -> FusionReport:
     return FusionReport(
         fusion.name, trace, ops, accesses, spec.params, spec.source, spec.source_path, fusion.kernel, _widths(accesses),
         spec.plan, orders, str(spec.choice or ""), spec.replanned, prologue,
-        tuple(fusion.kernel.inputs[i].name for i in spec.copied),
+        tuple(fusion.kernel.inputs[i].name for i in spec.copied), _resources(spec),
     )
 
 

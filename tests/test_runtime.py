@@ -772,11 +772,13 @@ def test_the_report_shows_the_drivers_figures_only_for_a_kernel_loaded_on_a_gpu(
     import dataclasses
     import types
 
+    from thunder_padvec.bench.measure import kernels
     from thunder_padvec.explain import Resources, explain
 
     jitted, fn, _ = _four_rows_a_thread(generator, monkeypatch)
     (report,) = explain(jitted)
     assert report.resources is None and "resources:" not in str(report) + report._repr_markdown_()
+    assert "registers" not in kernels(jitted)[0]
     emulated_spec = fn.last
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(
         multi_processor_count=5))
@@ -786,6 +788,8 @@ def test_the_report_shows_the_drivers_figures_only_for_a_kernel_loaded_on_a_gpu(
     assert report.resources == Resources(98, 0, 2, grid / 10), report.resources
     line = f"resources: 98 registers a thread, 2 blocks per SM, {grid / 10:.2f} waves"
     assert line in str(report) and line in report._repr_markdown_(), str(report)
+    (kernel_line,) = kernels(jitted)
+    assert f" | 98 registers a thread, 2 blocks per SM, {grid / 10:.2f} waves | " in kernel_line, kernel_line
     assert str(Resources(255, 16, 1, 0.5)) == (
         "255 registers a thread, 16 bytes of local memory a thread, 1 block per SM, 0.50 waves")
     fn.last = dataclasses.replace(emulated_spec, device=torch.device("cuda", 0), module=_SilentDriver())

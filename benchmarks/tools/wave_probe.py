@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 
-from build_probe import _loaded  # records every padvec module loaded
 from explore import _apply, _restore
 
 import thunder_padvec
@@ -43,7 +42,6 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["base:"])
     args = parser.parse_args()
     first, last, step = map(int, args.seqs.split(":"))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for seq in range(first, last + 1, step):
         cfg = configs.RopeConfig("sweep", args.batch, args.heads, args.groups or args.heads, args.head_size,
                                  args.rope, seq)
@@ -60,16 +58,15 @@ def main() -> None:
             name, _, settings = variant.partition(":")
             old = _apply(settings)
             try:
-                loaded = len(_loaded)
                 jit = thunder.jit(fn, executors=[thunder_padvec.padvec])
                 jitted = wrap(jit)
                 jitted(*inputs)
                 ms = graph_median_ms(functools.partial(jitted, *inputs))
                 shapes = []
-                for module, report in zip(_loaded[loaded:], thunder_padvec.explain(jit)):
-                    regs, _, per_sm = module.resources(report.launch.block)
-                    waves = report.launch.grid / (sms * per_sm)
-                    shapes.append(f"{report.launch.grid}x{report.launch.block} {regs}r {per_sm}/SM {waves:5.2f}w")
+                for report in thunder_padvec.explain(jit):
+                    r = report.resources
+                    shapes.append(f"{report.launch.grid}x{report.launch.block} {r.registers}r {r.blocks_per_sm}/SM "
+                                  f"{r.waves:5.2f}w")
                 line += f"  | {name} {copy / ms:6.1%} " + " ".join(shapes)
             finally:
                 _restore(old)

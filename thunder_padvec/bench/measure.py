@@ -47,14 +47,16 @@ def check(name: str, outputs, expected, exact_padvec: bool = True) -> None:
 
 
 def kernels(jitted) -> list[str]:
-    """What padvec built for the last call of ``jitted``, a line per fusion: its launch, each segment's
-    thread mapping, where launch variants were measured their times and the pick, and where the kernel was
-    planned again with one row a thread what that weighed."""
+    """What padvec built for the last call of ``jitted``, a line per fusion: its launch, on a GPU the
+    kernel's registers, blocks per SM and waves, each segment's thread mapping, where launch variants were
+    measured their times and the pick, and where the kernel was planned again with one row a thread what
+    that weighed."""
     from ..explain import explain
 
     lines = []
     for report in explain(jitted):
         parts = [f"{report.name} ({report.trace})", str(report.launch or report.source)]
+        parts += [str(report.resources)] if report.resources else []
         parts += [seg.mapping for seg in (report.plan.segments if report.plan else ())]
         parts += report.decisions
         lines.append(" | ".join(parts))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import codegen, ir
-from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue
+from .fusion import Fallback, PadvecFusion, Specialization, WithPrologue, _sms, waves
 from .schedule import LaunchParams
 from .vectorize import Frontier, VectorPlan
 from .vectorize.gathers import Window, gathers
@@ -57,13 +57,10 @@ def _resources(spec: Specialization) -> Resources | None:
     if resources is None or spec.device.type != "cuda" or not spec.params.grid:
         return None
     try:
-        import torch
-
         registers, local, blocks = resources(spec.params.block)
-        sms = torch.cuda.get_device_properties(spec.device).multi_processor_count
-    except Exception:  # a report never fails on what the driver would not say
+        return Resources(registers, local, blocks, waves(spec.params.grid, blocks, _sms(spec.device)))
+    except Exception:  # a report never fails on what the driver would not say (nor on a kernel no SM holds)
         return None
-    return Resources(registers, local, blocks, spec.params.grid / max(1, sms * blocks))
 
 
 @dataclass

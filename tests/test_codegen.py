@@ -12,7 +12,7 @@ import pytest
 import thunder
 import torch
 
-from helpers import jit_and_run, randn
+from helpers import jit_and_run, randn, unfused_ops
 from thunder_padvec import codegen, ir, schedule
 from thunder_padvec.codegen import scalar
 from thunder_padvec.errors import CompileError
@@ -36,9 +36,9 @@ def _inputs(op, arity, dtype, generator):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("op", ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.COMPARISONS)
+@pytest.mark.parametrize("op", ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS)
 def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
-    arity = 2 if op in ir.BINARY_MATH + ir.COMPARISONS else 1
+    arity = 3 if op in ir.TERNARY_MATH else 2 if op in ir.BINARY_MATH + ir.COMPARISONS else 1
     fn = getattr(torch, op)
     args = _inputs(op, arity, dtype, generator)
     _, out, trace = jit_and_run(lambda *a: fn(*a), *args)
@@ -50,7 +50,8 @@ def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
         expected = torch.tensor(exact_sqrt, dtype=torch.float64).to(dtype).view_as(expected)
     # Basic arithmetic rounds exactly like eager; libm functions may differ in the last bit.
     exact = op in ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc",
-                   "round", "sqrt", "reciprocal", "fmod") or op in ir.COMPARISONS + ir.UNARY_PREDICATES
+                   "round", "sqrt", "reciprocal", "fmod", "remainder", "sign")
+    exact = exact or op in ir.COMPARISONS + ir.UNARY_PREDICATES
     if exact:
         assert torch.equal(out, expected)
     else:
@@ -71,6 +72,67 @@ def test_where_with_literal_branches(emulated, generator):
 SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, 65504.0, 65520.0, 65519.99, 2.0 ** -24, 2.0 ** -25,
             2.0 ** -25 * 1.0001, 2.0 ** -14, 3.0 * 2.0 ** -16, 1e-40, 3.3895314e38, 1.0 + 2.0 ** -8,
             1.0 + 3 * 2.0 ** -9]
+
+
+def _same_bits(out: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Equal values with equal signs of zero, and NaN where eager has NaN (whatever its bits)."""
+    nan = expected.isnan()
+    ints = {torch.float64: torch.int64, torch.float32: torch.int32}.get(expected.dtype, torch.int16)
+    return out.isnan().equal(nan) and torch.equal(out.view(ints)[~nan], expected.view(ints)[~nan])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+def test_sign_remainder_and_lerp_at_special_values_match_eager(emulated, generator, dtype):
+    """NaN, infinities, zeros of either sign, subnormals and ends of the ranges, every pair of them (and three
+    weights for lerp, at both sides of its switch between ends): sign and remainder equal eager bit for bit,
+    sign of zero included; lerp too, but for one rounding of its fused multiply-add where eager's kernel may
+    skip the fusion."""
+    specials = torch.tensor(SPECIALS + [-v for v in SPECIALS] + [1.0, -1.0, 2.5, -3.0, 0.5])
+    specials = torch.cat([specials, torch.randn(21, generator=generator)]).to(dtype)
+    a = specials.repeat_interleave(len(specials))
+    b = specials.repeat(len(specials))
+    w = torch.tensor([0.25, 0.5, -0.75, 2.0, math.nan]).to(dtype).repeat(len(a) // 5 + 1)[:len(a)]
+
+    def fn(a, b, w):
+        return (torch.sign(a), torch.remainder(a, b), torch.remainder(a, 1.5), torch.lerp(a, b, w),
+                torch.lerp(a, b, 0.25))
+
+    _, outs, trace = jit_and_run(fn, a, b, w)
+    assert fusions(trace) and not unfused_ops(trace)
+    expected = list(fn(a, b, w))
+    # fmod is exact (so remainder is, but for its last add, rounded once): float64's, rounded to float32 as
+    # Thunder's float32 math on bf16 is, then to dtype. (PyTorch's vectorized float32 fmod on the CPU gives NaN
+    # where a / b overflows; CUDA's is exact.)
+    for k, divisor in ((1, b.double()), (2, 1.5)):
+        exact = torch.remainder(a.double(), divisor)
+        expected[k] = exact if dtype == torch.float64 else exact.float().to(dtype)
+    for name, out, want in zip(("sign", "remainder", "remainder by 1.5"), outs, expected):
+        assert _same_bits(out, want), name
+    for out, want in zip(outs[3:], expected[3:]):
+        assert out.isnan().equal(want.isnan())
+        finite = want.isfinite()
+        assert torch.equal(out[~finite & ~want.isnan()], want[~finite & ~want.isnan()])
+        torch.testing.assert_close(out[finite], want[finite], rtol={torch.bfloat16: 8e-3}.get(dtype, 2e-7), atol=0)
+
+
+def test_bool_masks_combine_in_the_kernel(emulated, generator):
+    """``&``, ``|``, ``^`` and ``~`` of bool masks (comparisons, bool inputs, Python bools) run in the kernel,
+    masks as outputs too; integer bitwise math and a bool mask with an integer stay in PyTorch."""
+    def fn(x, y, keep):
+        mask = ((x > 0) & ~keep) | ((y < 0.5) ^ (x < y))
+        return torch.where(mask, x, y * 2), mask, keep & True, ~(keep | (x > 1))
+
+    x, y = randn(6, 40, generator=generator), randn(6, 40, generator=generator)
+    keep = torch.rand(6, 40, generator=generator) > 0.5
+    _, outs, trace = jit_and_run(fn, x, y, keep)
+    assert fusions(trace) and not unfused_ops(trace)
+    for out, want in zip(outs, fn(x, y, keep)):
+        assert out.dtype == want.dtype and torch.equal(out, want)
+
+    ints = torch.randint(-9, 9, (6, 40), generator=generator, dtype=torch.int32)
+    _, outs, trace = jit_and_run(lambda i, m: ((i & 5) ^ i, m & 1), ints, keep)
+    assert not fusions(trace)
+    assert torch.equal(outs[0], (ints & 5) ^ ints) and torch.equal(outs[1], keep & 1)
 
 
 @pytest.mark.parametrize("target", [torch.float16, torch.bfloat16], ids=str)
@@ -161,6 +223,11 @@ def _programs(generator):
     a = randn(64, 6, generator=generator)
     yield (lambda t: (torch.nn.functional.pad(t, (1, -2)), torch.exp(t[1:]))), (a,)
     yield (lambda t: torch.where(t > 0, t.to(torch.float16), -1.0)), (a,)
+    # the ops the prelude computes or that take a libm name of their own, in float32 and float64; bool masks
+    for t in (a, a.double()):
+        yield (lambda t: (torch.sign(t) + torch.remainder(t, 1.5) + torch.lerp(t, t * 2, t) + torch.maximum(t, -t)
+                          + torch.round(t) + torch.abs(t) + torch.rsqrt(t * t))), (t,)
+    yield (lambda t: torch.where(((t > 0) & ~(t < 1)) | ((t > 2) ^ (t < -2)), t, 0.0)), (a,)
     d = randn(8, 6, dtype=torch.float64, generator=generator)
     yield (lambda t: torch.cat((torch.sin(t), torch.pow(t.abs(), 0.5), torch.nn.functional.pad(t, (0, 2))), -1)
            .to(torch.bfloat16)), (d,)
@@ -184,7 +251,7 @@ def test_generated_sources_compile_to_cubin(emulated, generator, arch):
             cubin = nvrtc.compile_cubin(source, arch)
             assert cubin[:4] == b"\x7fELF"
             compiled += 1
-    assert compiled >= 4
+    assert compiled >= 7
 
 
 def test_64_bit_indices_compute_what_32_bit_indices_do(emulated, generator, monkeypatch):

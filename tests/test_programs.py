@@ -1,17 +1,15 @@
 """Random programs of pad, slice, cat, casts and pointwise ops, through padvec, against eager.
 
-Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty
-ones, broadcasts, casts, pointwise ops, where, permutes and reshapes of computed values, splits of their
-dims and merges, sums over small dims, 0-d sums and single elements scaling a whole value, strided slices
-(their gradients are dilated pads), pairs interleaved along the last dim, GPT-J's rotation of pairs and
-each element repeated twice, two dims of an input merged then strided, read through its strides or
-from a row-major copy where they don't fold), the shapes (sizes 0 to 9,
-and rows of 16 to 64 that threads share), the dtypes (float64 and int32 too, which padvec leaves to
-PyTorch) and the layouts
-(contiguous, transposed, offset views, a broadcast first dim, rows narrowed from wider ones, the same
-tensor as both inputs), and teams of threads sharing a row up to 4 times wider than
-planned. Each runs with poisoned outputs: in CPU emulation in CI with
-a fixed seed and budget, and with a larger budget on the GPU.
+Hypothesis draws the program (pads of any widths on any dim, slices, cats of 2 to 5 pieces with empty ones,
+broadcasts, casts, pointwise ops, where on masks combined, permutes and reshapes of computed values, splits of
+their dims and merges, sums over small dims, 0-d sums and single elements scaling a whole value, strided
+slices (their gradients are dilated pads), pairs interleaved along the last dim, GPT-J's rotation of pairs and
+each element repeated twice, two dims of an input merged then strided, read through its strides or from a
+row-major copy where they don't fold), the shapes (sizes 0 to 9, and rows of 16 to 64 that threads share), the
+dtypes (float64 and int32 too, which padvec leaves to PyTorch) and the layouts (contiguous, transposed, offset
+views, a broadcast first dim, rows narrowed from wider ones, the same tensor as both inputs), and teams of
+threads sharing a row up to 4 times wider than planned. Each runs with poisoned outputs: in CPU emulation in
+CI with a fixed seed and budget, and with a larger budget on the GPU.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from thunder_padvec import padvec, schedule
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 INPUT_DTYPES = DTYPES * 3 + [torch.float64, torch.int32]
-UNARY = [torch.neg, torch.abs, torch.sin, torch.tanh, lambda t: t * 0.5, lambda t: t + 1.0]
+UNARY = [torch.neg, torch.abs, torch.sin, torch.tanh, lambda t: t * 0.5, lambda t: t + 1.0, lambda t: t - torch.sign(t)]
 BINARY = [torch.add, torch.sub, torch.mul, torch.maximum]
 
 
@@ -123,8 +121,13 @@ def _program(spec):
                 v = torch.cat(pieces, dim=dim)
             elif kind == "cast":
                 v = v.to(DTYPES[r % len(DTYPES)])
-            elif kind == "where":
-                v = torch.where(v > 0, v, v * -0.5 if v.is_floating_point() else -v)
+            elif kind == "where":  # on a mask, or on masks combined (and, or, xor, not)
+                mask = v > 0
+                if r % 3 == 1:
+                    mask = mask & ~(v > 1)
+                elif r % 3 == 2:
+                    mask = (mask ^ (v < -1)) | (v.abs() < 0.25)
+                v = torch.where(mask, v, v * -0.5 if v.is_floating_point() else -v)
             elif kind == "broadcast":  # a size-1 slice broadcast back over the dim
                 v = v * v.narrow(dim, r % v.shape[dim], 1)
             elif kind == "row":  # a row broadcast over every leading dim, as cos and sin are over heads

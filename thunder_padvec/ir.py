@@ -189,13 +189,15 @@ LOADS = (Input, View)  # the nodes a kernel reads from global memory
 UNARY_MATH = (
     "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf", "erfc", "exp",
     "exp2", "expm1", "floor", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt", "sin",
-    "sinh", "sqrt", "tan", "tanh", "trunc",
+    "sign", "sinh", "sqrt", "tan", "tanh", "trunc",
 )
 UNARY_PREDICATES = ("isfinite", "signbit")  # float -> bool
-BINARY_MATH = ("add", "atan2", "div", "fmod", "maximum", "minimum", "mul", "pow", "sub")
+BINARY_MATH = ("add", "atan2", "div", "fmod", "maximum", "minimum", "mul", "pow", "remainder", "sub")
 COMPARISONS = ("eq", "ge", "gt", "le", "lt", "ne")  # -> bool
+TERNARY_MATH = ("lerp",)
+LOGICAL = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")  # bool -> bool
 TERNARY = ("where",)
-ELEMENTWISE_OPS = UNARY_MATH + UNARY_PREDICATES + BINARY_MATH + COMPARISONS + TERNARY
+ELEMENTWISE_OPS = UNARY_MATH + UNARY_PREDICATES + BINARY_MATH + TERNARY_MATH + COMPARISONS + LOGICAL + TERNARY
 
 
 @dataclass(frozen=True)

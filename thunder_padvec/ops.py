@@ -165,12 +165,20 @@ def _register(prim, problem, translate: Translator) -> None:
 # Elementwise
 # --------------------------------------------------------------------------------------------
 
-_UNARY_PRIMS = {getattr(prims, name): name for name in ir.UNARY_MATH + ir.UNARY_PREDICATES}
-_BINARY_PRIMS = {getattr(prims, name): name for name in ir.BINARY_MATH + ir.COMPARISONS}
+_MATH_PRIMS = {getattr(prims, name): name
+               for name in ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS}
+_LOGICAL_PRIMS = {getattr(prims, name): name for name in ir.LOGICAL}
 
 
 def _elementwise_problem(*args) -> str | None:
     return tensors_problem(args)
+
+
+def _logical_problem(*args) -> str | None:
+    """Bool masks only (integer bitwise math runs in PyTorch): bool tensors and Python bools."""
+    if any(not isinstance(a, (TensorProxy, bool)) for a in args):
+        return "an operand that is not bool"
+    return tensors_problem(args, {ir.DType.bool})
 
 
 def _where_problem(pred, a, b) -> str | None:
@@ -188,8 +196,10 @@ def _elementwise_translator(op: str) -> Translator:
     return translate
 
 
-for _prim, _name in {**_UNARY_PRIMS, **_BINARY_PRIMS}.items():
+for _prim, _name in _MATH_PRIMS.items():
     _register(_prim, _elementwise_problem, _elementwise_translator(_name))
+for _prim, _name in _LOGICAL_PRIMS.items():
+    _register(_prim, _logical_problem, _elementwise_translator(_name))
 _register(prims.where, _where_problem, _elementwise_translator("where"))
 
 

@@ -148,6 +148,25 @@ PADVEC_FN float padvec_nan_min(float a, float b) { return (a != a) ? a : ((b != 
 PADVEC_FN double padvec_nan_max(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 PADVEC_FN double padvec_nan_min(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 
+// PyTorch's remainder of floats: fmod's, moved by b where its sign is not b's (a Python modulo).
+PADVEC_FN float padvec_remainder(float a, float b) {
+  float m = fmodf(a, b);
+  return (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) ? m + b : m;
+}
+PADVEC_FN double padvec_remainder(double a, double b) {
+  double m = fmod(a, b);
+  return (m != 0.0 && ((b < 0.0) != (m < 0.0))) ? m + b : m;
+}
+// PyTorch's lerp: from the nearer end, one fused multiply-add (as its CPU kernels and nvcc's contraction give).
+PADVEC_FN float padvec_lerp(float a, float b, float w) {
+  const bool small = fabsf(w) < 0.5f;
+  return fmaf(small ? w : w - 1.0f, b - a, small ? a : b);
+}
+PADVEC_FN double padvec_lerp(double a, double b, double w) {
+  const bool small = fabs(w) < 0.5;
+  return fma(small ? w : w - 1.0, b - a, small ? a : b);
+}
+
 template <int BYTES> struct padvec_chunk;
 template <> struct alignas(1) padvec_chunk<1> { unsigned char v; };
 template <> struct alignas(2) padvec_chunk<2> { unsigned short v; };

@@ -92,7 +92,7 @@ _LIBM = {
     )},
 }
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
-          "gt": ">", "ge": ">="}
+          "gt": ">", "ge": ">=", "bitwise_and": "&&", "bitwise_or": "||", "bitwise_xor": "!="}  # (bool masks)
 
 
 def _libm(name: str, compute: ir.DType) -> str:
@@ -106,6 +106,13 @@ def math_expr(op: str, args: list[str], compute: ir.DType) -> str:
         return f"({args[0]} {_INFIX[op]} {args[1]})"
     if op == "neg":
         return f"(-{args[0]})"
+    if op == "bitwise_not":
+        return f"(!{args[0]})"
+    if op == "sign":  # PyTorch's (0 < x) - (x < 0): NaN and -0 give +0
+        zero = literal(0, compute)
+        return f"(({CTYPE[compute]})(({zero} < {args[0]}) - ({args[0]} < {zero})))"
+    if op in ("remainder", "lerp"):  # (the prelude's, as PyTorch computes them)
+        return f"padvec_{op}({', '.join(args)})"
     if op == "reciprocal":
         return f"({one} / {args[0]})"
     if op == "rsqrt":

@@ -86,6 +86,12 @@ def _view_like(t, storage):
     return torch.as_strided(storage, t.shape, t.stride(), t.storage_offset())
 
 
+def _narrow(t: torch.Tensor, dim: int, start: int, length: int) -> torch.Tensor:
+    """``t.narrow(dim, start, length)`` as indexing writes it: Thunder traces that as a slice, where it runs
+    ``narrow`` itself in PyTorch, opaque to every executor."""
+    return t[(slice(None),) * dim + (slice(start, start + length),)]
+
+
 def _program(spec):
     """The drawn steps as a function of two inputs of the drawn shape."""
 
@@ -111,13 +117,13 @@ def _program(spec):
                 size = v.shape[dim]
                 start = r % size
                 stop = start + 1 + (r // 7) % (size - start)
-                v = v.narrow(dim, start, stop - start)
+                v = _narrow(v, dim, start, stop - start)
             elif kind == "cat":  # 2 to 5 pieces of unequal widths, some empty
                 pieces = [v]
                 for k in range(1 + (r >> 3) % 4):
                     width = (r >> (5 + 2 * k)) % (v.shape[dim] + 1)
                     start = (r >> 7) % (v.shape[dim] - width + 1)
-                    pieces.append(-v.narrow(dim, start, width) if k % 2 else v.narrow(dim, start, width) * 2)
+                    pieces.append(-_narrow(v, dim, start, width) if k % 2 else _narrow(v, dim, start, width) * 2)
                 v = torch.cat(pieces, dim=dim)
             elif kind == "cast":
                 v = v.to(DTYPES[r % len(DTYPES)])
@@ -129,7 +135,7 @@ def _program(spec):
                     mask = (mask ^ (v < -1)) | (v.abs() < 0.25)
                 v = torch.where(mask, v, v * -0.5 if v.is_floating_point() else -v)
             elif kind == "broadcast":  # a size-1 slice broadcast back over the dim
-                v = v * v.narrow(dim, r % v.shape[dim], 1)
+                v = v * _narrow(v, dim, r % v.shape[dim], 1)
             elif kind == "row":  # a row broadcast over every leading dim, as cos and sin are over heads
                 v = v + row.to(v.dtype) if v.shape[-1] == row.shape[-1] else -v
             elif kind == "permute":  # of a computed value (PyTorch's), then flattened as a qkv gradient is
@@ -185,7 +191,7 @@ def _program(spec):
             elif kind == "total":  # a 0-d sum of a corner of v, scaling all of v (Thunder broadcasts it)
                 corner = v
                 for d in range(v.dim()):
-                    corner = corner.narrow(d, 0, min(2, v.shape[d]))
+                    corner = _narrow(corner, d, 0, min(2, v.shape[d]))
                 v = v * (corner.sum() * 0.25).to(v.dtype)
             values.append(v)
         return values[-1], values[len(values) // 2]

@@ -14,6 +14,7 @@ from helpers import jit_and_run, randn, unfused_ops
 
 from thunder_padvec import explain, schedule
 from thunder_padvec.examples import qkv_split_rope
+from thunder_padvec.explain import fusions
 from thunder_padvec.vectorize.views import fold
 
 
@@ -208,6 +209,55 @@ def test_reshape_of_a_computed_value_stays_in_pytorch(emulated, generator):
     assert "reshape" in names  # between the two fusions, in PyTorch
 
 
+def _sections_rope(x, cos, sin, sections=(4, 6, 6)):
+    """Qwen2-VL's multimodal rotary: cos and sin of three position streams ([3, B, T, hs]), each section of
+    the features taken from its own stream by an integer index, then RoPE as LitGPT's."""
+    def pick(t):
+        parts = t.split(list(sections) * 2, dim=-1)
+        return torch.cat([part[k % 3] for k, part in enumerate(parts)], dim=-1).unsqueeze(1)
+
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return (x * pick(cos) + rotated * pick(sin)).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_integer_indices_fold_into_the_loads_and_a_squeeze_of_a_computed_value_is_a_merge(emulated, generator,
+                                                                                           dtype):
+    """An integer index (a slice of one and a squeeze, as Thunder traces ``t[k]``) of an input folds into the
+    loads: Qwen2-VL's sections of cos and sin are one kernel with its RoPE, forward and backward, its gradient
+    within twice eager's error of float64's. A squeeze of a computed value is a merge of a dim of one; one of a
+    dim a slice resized, or down to 0-d, is left to PyTorch."""
+    x = randn(2, 4, 8, 32, dtype=dtype, generator=generator).requires_grad_(True)
+    cos, sin = (randn(3, 2, 8, 32, dtype=dtype, generator=generator) for _ in range(2))
+    jitted, out, trace = jit_and_run(_sections_rope, x, cos, sin)
+    assert torch.equal(out, _sections_rope(x, cos, sin))
+    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+    assert "squeeze" not in [b.sym.name for b in trace.bound_symbols]
+    cotangent = randn(*out.shape, dtype=dtype, generator=generator)
+    (grad,) = torch.autograd.grad(out, x, cotangent)
+    (eager,) = torch.autograd.grad(_sections_rope(x, cos, sin), x, cotangent)
+    x64 = x.detach().double().requires_grad_(True)
+    (exact,) = torch.autograd.grad(_sections_rope(x64, cos.double(), sin.double()), x64, cotangent.double())
+    assert (grad.double() - exact).abs().max() <= 2 * (eager.double() - exact).abs().max() + 1e-6
+    assert {r.trace for r in explain(jitted)} == {"forward", "backward"}
+
+    def computed(t, u):  # t: [4, 1, 5], u: [4, 3, 6]
+        y = torch.nn.functional.pad((t * 2.0).squeeze(1), (1, 1)) + 1.0  # in the kernel, in y's shape
+        # left to PyTorch: a dim a slice resized, then squeezed, where a pad follows (as with any reshape, see
+        # reshapes.py), and one down to 0-d
+        z = torch.nn.functional.pad((u * 2.0)[:, 1:2].squeeze(1), (1, 0)) - 1.0
+        return y, z, (t[:1, :, :1] * 3.0).squeeze() + 1.0
+
+    t, u = randn(4, 1, 5, dtype=dtype, generator=generator), randn(4, 3, 6, dtype=dtype, generator=generator)
+    _, outs, trace = jit_and_run(computed, t, u)
+    for got, want in zip(outs, computed(t, u)):
+        assert got.shape == want.shape and torch.equal(got, want)
+    assert fusions(trace)
+    squeezes = [b for b in trace.bound_symbols if b.sym.name == "squeeze"]
+    assert sorted(tuple(b.output.shape) for b in squeezes) == [(), (4, 6)], [str(b) for b in squeezes]
+
+
 def test_view_widths_follow_the_input_pointer_and_strides(emulated, generator):
     """A view's loads are as wide as its input's alignment and the strides of its components allow."""
     nh, groups, hs, n = 4, 2, 16, 16
@@ -246,7 +296,7 @@ def _applied(ops, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-CHAIN_OPS = ("permute", "slice", "reshape", "reshape", "expand", "merge-slice")
+CHAIN_OPS = ("permute", "slice", "reshape", "reshape", "expand", "merge-slice", "index")
 
 
 @st.composite
@@ -279,6 +329,15 @@ def _chains(draw, shape, kinds=CHAIN_OPS):
             index = tuple(slice(a, b, s) for a, b, s in zip(start, end, step))
             ops.append((("slice", tuple(start), tuple(end), tuple(step)), lambda t, i=index: t[i]))
             shape = [len(range(a, b, s)) for a, b, s in zip(start, end, step)]
+        elif kind == "index" and len(shape) > 1:  # an integer index: a slice of one, then a squeeze
+            d = draw(st.integers(0, len(shape) - 1))
+            i = draw(st.integers(0, shape[d] - 1))
+            start, end = [0] * len(shape), list(shape)
+            start[d], end[d] = i, i + 1
+            index = (slice(None),) * d + (i,)
+            ops.append((("slice", tuple(start), tuple(end), (1,) * len(shape)), lambda t: t))  # (both in t[index])
+            shape = shape[:d] + shape[d + 1:]
+            ops.append((("reshape", tuple(shape)), lambda t, index=index: t[index]))
         elif kind == "reshape":  # two neighbours merged, or a dim split by one of its divisors
             if len(shape) > 1 and draw(st.booleans()):
                 d = draw(st.integers(0, len(shape) - 2))
@@ -298,9 +357,9 @@ def _chains(draw, shape, kinds=CHAIN_OPS):
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_fold_of_random_chains_on_strided_inputs_addresses_what_torch_reads(data):
-    """Random chains of permute, strided slice, reshape and expand on random strided views: ``fold`` never
-    raises, and where it folds, the addresses it gives hold what PyTorch computes (each element of the
-    storage holds its own address, so equal values are equal addresses)."""
+    """Random chains of permute, strided slice, reshape, integer index and expand on random strided views:
+    ``fold`` never raises, and where it folds, the addresses it gives hold what PyTorch computes (each element
+    of the storage holds its own address, so equal values are equal addresses)."""
     x = data.draw(_strided_inputs(lambda big: torch.arange(math.prod(big), dtype=torch.float64).reshape(big)))
     ops = data.draw(_chains(list(x.shape)))
     chain = tuple(op for op, _ in ops)
@@ -329,8 +388,13 @@ def _random_chains_through_padvec(device: str) -> dict[str, int]:
             return _applied(ops, t) * 2.0 + 1.0
 
         jitted, out, trace = jit_and_run(fn, x)
-        assert torch.equal(out, fn(x)), [op for op, _ in ops]
-        seen["left" if unfused_ops(trace) else "fused"] += 1
+        chain = tuple(op for op, _ in ops)
+        assert torch.equal(out, fn(x)), chain
+        left = unfused_ops(trace)
+        # a chain that folds on a row-major input is folded on x's strides or read from a row-major copy of x
+        row_major = torch.empty(x.shape, device="meta").stride()
+        assert not left or fold(chain, tuple(x.shape), tuple(row_major)) is None, (chain, left)
+        seen["left" if left else "fused"] += 1
         seen["copied"] += any(report.copied for report in explain(jitted))
 
     run()

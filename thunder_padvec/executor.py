@@ -447,7 +447,7 @@ def _folds_computed(flat: list[BoundSymbol], computed: set[str]) -> bool:
 
 def _splits_or_merges(prim: BoundSymbol) -> bool:
     """Whether a prim is a reshape that only splits dims, or only merges them (see :mod:`.reshapes`)."""
-    if prim.sym.id != prims.PrimIDs.RESHAPE:
+    if prim.sym.id not in ops.RESHAPE_PRIMS:
         return False
     old, new = tuple(int(s) for s in prim.args[0].shape), tuple(int(s) for s in prim.output.shape)
     return split_groups(old, new) is not None or merge_groups(old, new) is not None

@@ -409,14 +409,21 @@ _register(prims.sum, _sum_problem, _translate_sum)
 # Layout ops: folded into the loads of a kernel input (the executor claims them only there)
 # --------------------------------------------------------------------------------------------
 
-LAYOUT_PRIMS = {prims.reshape.id, prims.transpose.id, prims.slice_prim.id, prims.broadcast_in_dim.id,
+RESHAPE_PRIMS = {prims.reshape.id, prims.squeeze.id}  # (a squeeze: a reshape that drops dims of size 1)
+LAYOUT_PRIMS = {*RESHAPE_PRIMS, prims.transpose.id, prims.slice_prim.id, prims.broadcast_in_dim.id,
                 prims.shallow_copy.id}
-FOLDED_PRIMS = {prims.reshape.id, prims.transpose.id}  # claimed only on layout ops of a region's input
+FOLDED_PRIMS = {*RESHAPE_PRIMS, prims.transpose.id}  # claimed only on layout ops of a region's input
 
 
 def _reshape_problem(a, shape) -> str | None:
     if not all(isinstance(s, int) for s in shape):
         return "a symbolic shape"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def _squeeze_problem(a, dims) -> str | None:
+    if not all(isinstance(d, int) for d in dims):
+        return "symbolic dims"
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
 
 
@@ -429,7 +436,7 @@ def _transpose_problem(a, permutation) -> str | None:
 def _translate_view(bsym, lowering: Lowering) -> ir.Node:
     a, out = bsym.args[0], bsym.output
     if a.name not in lowering.chains:
-        if bsym.sym.id != prims.reshape.id:
+        if bsym.sym.id not in RESHAPE_PRIMS:
             raise ValueError(f"{bsym.sym.name} of {a.name}, which is not a view of a kernel input")
         return ir.Reshape(out.name, lowering.tensor_type(out), lowering.operand(a))  # see reshapes.py
     lowering.extend_chain(a, out, layout_op(bsym))
@@ -437,14 +444,15 @@ def _translate_view(bsym, lowering: Lowering) -> ir.Node:
 
 
 _register(prims.reshape, _reshape_problem, _translate_view)
+_register(prims.squeeze, _squeeze_problem, _translate_view)
 _register(prims.transpose, _transpose_problem, _translate_view)
 
 
 def layout_op(bsym) -> tuple:
     """A layout prim as a step of a view chain (see :class:`~thunder_padvec.ir.View`)."""
     sym, args, out = bsym.sym.id, bsym.args, bsym.output
-    if sym == prims.reshape.id:
-        return ("reshape", tuple(int(s) for s in args[1]))
+    if sym in RESHAPE_PRIMS:
+        return ("reshape", tuple(int(s) for s in out.shape))
     if sym == prims.transpose.id:
         return ("permute", tuple(args[1]))
     if sym == prims.slice_prim.id:

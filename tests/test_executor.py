@@ -117,6 +117,31 @@ def test_strided_slices_of_inputs_fuse_and_of_computed_values_are_left_to_pytorc
     assert torch.equal(out, of_computed(x))
 
 
+def test_narrow_is_a_slice_in_the_kernel(emulated, generator):
+    """``narrow``, which Thunder runs as one opaque PyTorch call, becomes the slice it is: of an input and of a
+    computed value, negative dims and starts, an empty one, forward and in training (its gradient runs in
+    PyTorch), one kernel each time; integer tensors stay in PyTorch."""
+    def fn(x):
+        y = torch.cat((x.narrow(-1, 2, 4) * 2.0, torch.narrow(x, 1, -3, 3)), dim=-1)
+        return (y + 1.0).narrow(0, 1, 2), x.narrow(1, 0, 0) * 3.0
+
+    x = randn(3, 8, generator=generator)
+    for requires_grad in (False, True):
+        x.requires_grad_(requires_grad)
+        jitted, outs, trace = jit_and_run(fn, x)
+        assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+        assert "narrow" not in [b.sym.name for b in trace.bound_symbols]
+        for got, want in zip(outs, fn(x)):
+            assert got.shape == want.shape and torch.equal(got, want)
+    cotangent = randn(*outs[0].shape, generator=generator)
+    (grad,) = torch.autograd.grad(outs[0], x, cotangent)
+    assert torch.equal(grad, torch.autograd.grad(fn(x)[0], x, cotangent)[0])
+
+    ints = torch.randint(-9, 9, (3, 8), generator=generator, dtype=torch.int32)
+    _, out, trace = jit_and_run(lambda t: t.narrow(1, 2, 3) * 2, ints)
+    assert not fusions(trace) and torch.equal(out, ints.narrow(1, 2, 3) * 2)
+
+
 def _proxy(shape, dtype=dtypes.float32, device="cpu"):
     return TensorProxy(shape=shape, device=Device(device), dtype=dtype, requires_grad=False)
 
@@ -142,6 +167,13 @@ def test_checkers_decline_bad_input_without_raising(emulated):
         for c in check.values():  # garbage never raises
             assert c(object(), None) is False
             assert c() is False
+        assert ops.narrow_checker(a, -1, -3, 3) and ops.narrow_checker(a, 0, 4, 0)
+        assert not ops.narrow_checker(a, 2, 0, 1)  # no dim 2
+        assert not ops.narrow_checker(a, 1, 2, 3)  # past the end
+        assert not ops.narrow_checker(a, 1, -5, 1)  # before the start
+        assert not ops.narrow_checker(a, 1, 1.0, 1)  # not an int
+        assert not ops.narrow_checker(_proxy((4, 4), dtypes.int32), 1, 0, 2)
+        assert ops.narrow_checker(object(), None) is False and ops.narrow_checker() is False
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

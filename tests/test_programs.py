@@ -87,8 +87,8 @@ def _view_like(t, storage):
 
 
 def _narrow(t: torch.Tensor, dim: int, start: int, length: int) -> torch.Tensor:
-    """``t.narrow(dim, start, length)`` as indexing writes it: Thunder traces that as a slice, where it runs
-    ``narrow`` itself in PyTorch, opaque to every executor."""
+    """``t.narrow(dim, start, length)`` as indexing writes it (a slice in Thunder's trace; ``narrow``, which Thunder
+    runs as an opaque PyTorch call, padvec turns into one too, see ``test_executor``)."""
     return t[(slice(None),) * dim + (slice(start, start + length),)]
 
 

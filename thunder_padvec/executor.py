@@ -45,6 +45,8 @@ class PadvecExecutor(FusionExecutor):
         super().__init__(name, version=__version__)
         for prim_id, (check, _) in ops.OPS.items():
             self.register_supported(prim_id, check)
+        for narrow in ops.NARROW:
+            self.register_supported(narrow, ops.narrow_checker, execution_transform=ops.narrow_as_slice)
         self.required_ops = required_ops
         self._fuel: int | FUEL_LEVEL = FUEL_LEVEL.UNLIMITED
 

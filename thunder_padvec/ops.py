@@ -332,6 +332,48 @@ def _slice_problem(a, start, end, strides=None) -> str | None:
     return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
 
 
+def _narrow_problem(a, dim, start, length) -> str | None:
+    if not isinstance(a, TensorProxy):
+        return "no tensor to narrow"
+    if not all(type(v) is int for v in (dim, start, length)):
+        return "a dim, start or length that is not a Python int"
+    if not -a.ndim <= dim < a.ndim or not isinstance(a.shape[dim], int):
+        return f"dim {dim} of a {a.ndim}-d tensor"
+    size = a.shape[dim]
+    first = start + size if start < 0 else start
+    if not (0 <= first <= size and 0 <= length <= size - first):
+        return f"start {start} and length {length} outside a dim of {size}"
+    return tensors_problem([a], FLOAT_DTYPES | {ir.DType.bool})
+
+
+def narrow_as_slice(a, dim: int, start: int, length: int):
+    """``Tensor.narrow``, which Thunder runs as one opaque PyTorch call, as the slice it is (the execution
+    transform of ``narrow``: the fusion pass then sees a slice)."""
+    dim %= a.ndim
+    first = start + a.shape[dim] if start < 0 else start
+    starts, ends = [0] * a.ndim, list(a.shape)
+    starts[dim], ends[dim] = first, first + length
+    return prims.slice_prim(a, starts, ends)
+
+
+def _narrow_symbols() -> list:
+    """Thunder's symbols of ``torch.narrow`` and ``Tensor.narrow``: the traced one, and the PyTorch executor's
+    that a differentiated trace's forward calls; none where this Thunder has them not."""
+    try:
+        import torch
+        from thunder.executors.torchex import ex as pytorch_ex
+        from thunder.torch import _torch_to_thunder_function_map
+
+        found = [_torch_to_thunder_function_map.get(torch.narrow), pytorch_ex.opmap.get("narrow")]
+    except Exception:  # another Thunder: narrow runs as that Thunder runs it
+        return []
+    return [sym for sym in found if sym is not None]
+
+
+NARROW = _narrow_symbols()
+narrow_checker = checker(_narrow_problem)
+
+
 def strided(bsym) -> bool:
     """Whether a bound symbol is a slice with a step other than 1 (claimed only on a region's inputs,
     folded into the addresses of their loads)."""

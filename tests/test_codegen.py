@@ -115,6 +115,58 @@ def test_sign_remainder_and_lerp_at_special_values_match_eager(emulated, generat
         torch.testing.assert_close(out[finite], want[finite], rtol={torch.bfloat16: 8e-3}.get(dtype, 2e-7), atol=0)
 
 
+EXACT_ON_THE_GPU = ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc", "round",
+                    "sqrt", "reciprocal", "fmod", "remainder", "sign") + ir.COMPARISONS + ir.UNARY_PREDICATES
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_every_pointwise_op_and_bool_masks_match_eager_on_the_gpu(generator, dtype):
+    """Against CUDA's eager: each elementwise op on values in its domain, one kernel each (bit for bit where the
+    math is exact, within an ulp or two for libm's functions and lerp); sign, remainder and lerp on every pair
+    of special values, sign and remainder bit for bit; bool masks combined, as outputs too."""
+    for op in ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS:
+        fn = getattr(torch, op)
+        args = [a.cuda() for a in _inputs(op, 3 if op in ir.TERNARY_MATH else 2 if op in ir.BINARY_MATH
+                                          + ir.COMPARISONS else 1, dtype, generator)]
+        _, out, trace = jit_and_run(lambda *a: fn(*a), *args)
+        assert fusions(trace), op
+        expected = fn(*args)
+        if op in EXACT_ON_THE_GPU:
+            assert torch.equal(out, expected), op
+        else:
+            torch.testing.assert_close(out, expected, rtol={torch.float32: 4e-7}.get(dtype, 8e-3), atol=1e-30)
+
+    specials = torch.tensor(SPECIALS + [-v for v in SPECIALS] + [1.0, -1.0, 2.5, -3.0, 0.5])
+    specials = torch.cat([specials, torch.randn(21, generator=generator)]).to(dtype).cuda()
+    a, b = specials.repeat_interleave(len(specials)), specials.repeat(len(specials))
+    w = torch.tensor([0.25, 0.5, -0.75, 2.0, math.nan]).to(dtype).cuda().repeat(len(a) // 5 + 1)[:len(a)]
+
+    def special(a, b, w):
+        return torch.sign(a), torch.remainder(a, b), torch.remainder(a, 1.5), torch.lerp(a, b, w)
+
+    _, outs, trace = jit_and_run(special, a, b, w)
+    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+    expected = special(a, b, w)
+    for name, out, want in zip(("sign", "remainder", "remainder by 1.5"), outs, expected):
+        assert _same_bits(out, want), name
+    assert outs[3].isnan().equal(expected[3].isnan())
+    finite = expected[3].isfinite()
+    torch.testing.assert_close(outs[3][finite], expected[3][finite], rtol={torch.float32: 2e-7}.get(dtype, 8e-3),
+                               atol=0)
+
+    def masks(x, y, keep):
+        mask = ((x > 0) & ~keep) | ((y < 0.5) ^ (x < y))
+        return torch.where(mask, x, y * 2), mask, ~(keep | (x > 1))
+
+    x, y = (randn(64, 40, dtype=dtype, device="cuda", generator=generator) for _ in range(2))
+    keep = (torch.rand(64, 40, generator=generator) > 0.5).cuda()
+    _, outs, trace = jit_and_run(masks, x, y, keep)
+    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+    for out, want in zip(outs, masks(x, y, keep)):
+        assert out.dtype == want.dtype and torch.equal(out, want)
+
+
 def test_bool_masks_combine_in_the_kernel(emulated, generator):
     """``&``, ``|``, ``^`` and ``~`` of bool masks (comparisons, bool inputs, Python bools) run in the kernel,
     masks as outputs too; integer bitwise math and a bool mask with an integer stay in PyTorch."""

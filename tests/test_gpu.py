@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from helpers import jit_and_run, randn
 from thunder_padvec import explain, padvec
 from thunder_padvec import configs
-from thunder_padvec.examples import (SEED_SHAPE, gptj_rope, hf_gptj_rope, hf_llama_rope, litgpt_rope, qkv_split_rope,
-                                     rope_inputs, rope_one_entry)
+from thunder_padvec.examples import (SEED_SHAPE, gptj_rope, hf_gptj_rope, hf_llama_rope, hf_mrope, litgpt_rope,
+                                     qkv_split_rope, rope_inputs, rope_one_entry)
 from thunder_padvec.explain import fusions
 
 pytestmark = pytest.mark.gpu
@@ -224,6 +224,33 @@ def test_hugging_faces_llama_rotary_forward_and_backward(generator):
     for grad, want_grad, reference in zip(grads, want_grads, references):
         assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
     for report in explain(jitted):
+        assert set(report.widths.values()) == {8}, report.widths
+
+
+def test_hugging_faces_multimodal_rotary_forward_and_backward(generator):
+    """Qwen2-VL's multimodal rotary (``hf_mrope``) at Qwen2-VL-7B's heads (28 query heads, 4 key heads of 128
+    features, sections of 16, 24 and 24 features, T 1024): the sections of cos and sin, picked by integer index
+    from three position streams, fold into the loads; one kernel each way, every tensor read and written at
+    16 bytes, outputs as eager's, gradients within twice eager's error of a float64 reference."""
+    q, k = (_cuda_randn(2, 1024, heads, 128, dtype=torch.bfloat16, generator=generator).transpose(1, 2)
+            for heads in (28, 4))
+    cos, sin = (_cuda_randn(3, 2, 1024, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
+    cotangents = [_cuda_randn(*t.shape, generator=generator) for t in (q, k)]
+    sections = (16, 24, 24)
+    jitted = thunder.jit(hf_mrope, executors=[padvec])
+    results = []
+    for fn, dtype in ((jitted, torch.bfloat16), (hf_mrope, torch.bfloat16), (hf_mrope, torch.float64)):
+        leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k)]
+        outs = fn(*leaves, cos.to(dtype), sin.to(dtype), sections)
+        torch.autograd.backward(outs, [t.to(dtype) for t in cotangents])
+        results.append(([o.detach() for o in outs], [leaf.grad for leaf in leaves]))
+    (outs, grads), (want, want_grads), (_, references) = results
+    assert all(torch.equal(o, w) for o, w in zip(outs, want))
+    for grad, want_grad, reference in zip(grads, want_grads, references):
+        assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
+    reports = explain(jitted)
+    assert sorted(r.trace for r in reports) == ["backward", "forward"]
+    for report in reports:
         assert set(report.widths.values()) == {8}, report.widths
 
 

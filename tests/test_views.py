@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from helpers import jit_and_run, randn, unfused_ops
 
 from thunder_padvec import explain, schedule
-from thunder_padvec.examples import qkv_split_rope
+from thunder_padvec.examples import hf_mrope, qkv_split_rope
 from thunder_padvec.explain import fusions
 from thunder_padvec.vectorize.views import fold
 
@@ -209,37 +209,29 @@ def test_reshape_of_a_computed_value_stays_in_pytorch(emulated, generator):
     assert "reshape" in names  # between the two fusions, in PyTorch
 
 
-def _sections_rope(x, cos, sin, sections=(4, 6, 6)):
-    """Qwen2-VL's multimodal rotary: cos and sin of three position streams ([3, B, T, hs]), each section of
-    the features taken from its own stream by an integer index, then RoPE as LitGPT's."""
-    def pick(t):
-        parts = t.split(list(sections) * 2, dim=-1)
-        return torch.cat([part[k % 3] for k, part in enumerate(parts)], dim=-1).unsqueeze(1)
-
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return (x * pick(cos) + rotated * pick(sin)).to(x.dtype)
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_integer_indices_fold_into_the_loads_and_a_squeeze_of_a_computed_value_is_a_merge(emulated, generator,
                                                                                            dtype):
     """An integer index (a slice of one and a squeeze, as Thunder traces ``t[k]``) of an input folds into the
-    loads: Qwen2-VL's sections of cos and sin are one kernel with its RoPE, forward and backward, its gradient
-    within twice eager's error of float64's. A squeeze of a computed value is a merge of a dim of one; one of a
-    dim a slice resized, or down to 0-d, is left to PyTorch."""
-    x = randn(2, 4, 8, 32, dtype=dtype, generator=generator).requires_grad_(True)
+    loads: Qwen2-VL's sections of cos and sin (``examples.hf_mrope``) are one kernel with its RoPE, forward and
+    backward, the gradients within twice eager's error of float64's. A squeeze of a computed value is a merge of
+    a dim of one; one of a dim a slice resized, or down to 0-d, is left to PyTorch."""
+    q, k = (randn(2, heads, 8, 32, dtype=dtype, generator=generator).requires_grad_(True) for heads in (4, 2))
     cos, sin = (randn(3, 2, 8, 32, dtype=dtype, generator=generator) for _ in range(2))
-    jitted, out, trace = jit_and_run(_sections_rope, x, cos, sin)
-    assert torch.equal(out, _sections_rope(x, cos, sin))
+    sections = (4, 6, 6)
+    jitted, outs, trace = jit_and_run(hf_mrope, q, k, cos, sin, sections)
+    for got, want in zip(outs, hf_mrope(q, k, cos, sin, sections)):
+        assert torch.equal(got, want)
     assert len(fusions(trace)) == 1 and not unfused_ops(trace)
     assert "squeeze" not in [b.sym.name for b in trace.bound_symbols]
-    cotangent = randn(*out.shape, dtype=dtype, generator=generator)
-    (grad,) = torch.autograd.grad(out, x, cotangent)
-    (eager,) = torch.autograd.grad(_sections_rope(x, cos, sin), x, cotangent)
-    x64 = x.detach().double().requires_grad_(True)
-    (exact,) = torch.autograd.grad(_sections_rope(x64, cos.double(), sin.double()), x64, cotangent.double())
-    assert (grad.double() - exact).abs().max() <= 2 * (eager.double() - exact).abs().max() + 1e-6
+    cotangents = [randn(*o.shape, dtype=dtype, generator=generator) for o in outs]
+    grads = torch.autograd.grad(outs, (q, k), cotangents)
+    eager = torch.autograd.grad(hf_mrope(q, k, cos, sin, sections), (q, k), cotangents)
+    q64, k64 = (t.detach().double().requires_grad_(True) for t in (q, k))
+    exact = torch.autograd.grad(hf_mrope(q64, k64, cos.double(), sin.double(), sections), (q64, k64),
+                                [c.double() for c in cotangents])
+    for grad, eager_grad, exact_grad in zip(grads, eager, exact):
+        assert (grad.double() - exact_grad).abs().max() <= 2 * (eager_grad.double() - exact_grad).abs().max() + 1e-6
     assert {r.trace for r in explain(jitted)} == {"forward", "backward"}
 
     def computed(t, u):  # t: [4, 1, 5], u: [4, 3, 6]

@@ -78,6 +78,18 @@ def hf_llama_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
+def hf_mrope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, sections: tuple[int, ...]):
+    """Hugging Face's Qwen2-VL multimodal rotary (``apply_multimodal_rotary_pos_emb``): ``cos`` and ``sin [3, B, T,
+    head_size]`` hold three position streams (time, height, width); the features' sections (``sections``,
+    twice over, summing to ``head_size``) take their cos and sin from streams 0, 1, 2, 0, 1, 2 by integer
+    index, then Llama's rotary on ``q [B, heads, T, head_size]`` and ``k [B, kv_heads, T, head_size]``."""
+    def pick(t):
+        parts = t.split(list(sections) * 2, dim=-1)
+        return torch.cat([part[i % 3] for i, part in enumerate(parts)], dim=-1)
+
+    return hf_llama_rope(q, k, pick(cos), pick(sin))
+
+
 def litgpt_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rope_n_elem: int) -> torch.Tensor:
     """RoPE on the first ``rope_n_elem`` features of ``x [B, nh, T, hs]``, the rest passed through."""
     if rope_n_elem == x.size(-1):

@@ -145,7 +145,7 @@ declare -A SELECT=([fwd_rope]="not qkv and not bwd and not test_host and not tes
 # the qkv form with q and k in eager's order (qkv-mha, tests/test_training.py), random chains of layout ops on
 # strided inputs (tests/test_views.py), the grouped backward with the L2 prefetches (l2_first, tests/test_training.py);
 # a session that adds or changes a GPU test without running it names it here
-FRESH="every_pointwise or registers_and_blocks or tokens_first or tiles_of_tokens or launch_variants or mha or random_chains or l2_first"
+FRESH="every_pointwise or multimodal or registers_and_blocks or tokens_first or tiles_of_tokens or launch_variants or mha or random_chains or l2_first"
 
 for part in ${@:-tests programs notebooks fwd bwd host}; do
   case $part in

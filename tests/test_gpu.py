@@ -202,6 +202,28 @@ def test_hugging_faces_gptj_rotary_forward_and_backward(generator):
         "gathered", "gathered", "window", "window"]
 
 
+def _q_and_k_rotary_beside_eager(program, q, k, cos, sin, *extra, generator):
+    """``program(q, k, cos, sin, *extra)`` through padvec, forward and backward, beside eager in bf16 and in
+    float64: outputs as eager's, gradients within twice eager's error of float64's, every access at 16
+    bytes. Returns padvec's reports."""
+    cotangents = [_cuda_randn(*t.shape, generator=generator) for t in (q, k)]
+    jitted = thunder.jit(program, executors=[padvec])
+    results = []
+    for fn, dtype in ((jitted, torch.bfloat16), (program, torch.bfloat16), (program, torch.float64)):
+        leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k)]
+        outs = fn(*leaves, cos.to(dtype), sin.to(dtype), *extra)
+        torch.autograd.backward(outs, [t.to(dtype) for t in cotangents])
+        results.append(([o.detach() for o in outs], [leaf.grad for leaf in leaves]))
+    (outs, grads), (want, want_grads), (_, references) = results
+    assert all(torch.equal(o, w) for o, w in zip(outs, want))
+    for grad, want_grad, reference in zip(grads, want_grads, references):
+        assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
+    reports = explain(jitted)
+    for report in reports:
+        assert set(report.widths.values()) == {8}, report.widths
+    return reports
+
+
 def test_hugging_faces_llama_rotary_forward_and_backward(generator):
     """Hugging Face's Llama rotary at Llama-3-8B's heads (32 query heads, 8 key heads of 128 features, T cut
     to 1024), q and k the transposes of their projections' views, cos and sin per sequence: every tensor
@@ -211,20 +233,7 @@ def test_hugging_faces_llama_rotary_forward_and_backward(generator):
     q, k = (_cuda_randn(c.batch, 1024, heads, c.head_size, dtype=torch.bfloat16, generator=generator).transpose(1, 2)
             for heads in (c.n_head, c.n_query_groups))
     cos, sin = (_cuda_randn(c.batch, 1024, c.head_size, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    cotangents = [_cuda_randn(*t.shape, generator=generator) for t in (q, k)]
-    jitted = thunder.jit(hf_llama_rope, executors=[padvec])
-    results = []
-    for fn, dtype in ((jitted, torch.bfloat16), (hf_llama_rope, torch.bfloat16), (hf_llama_rope, torch.float64)):
-        leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k)]
-        outs = fn(*leaves, cos.to(dtype), sin.to(dtype))
-        torch.autograd.backward(outs, [t.to(dtype) for t in cotangents])
-        results.append(([o.detach() for o in outs], [leaf.grad for leaf in leaves]))
-    (outs, grads), (want, want_grads), (_, references) = results
-    assert all(torch.equal(o, w) for o, w in zip(outs, want))
-    for grad, want_grad, reference in zip(grads, want_grads, references):
-        assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
-    for report in explain(jitted):
-        assert set(report.widths.values()) == {8}, report.widths
+    _q_and_k_rotary_beside_eager(hf_llama_rope, q, k, cos, sin, generator=generator)
 
 
 def test_hugging_faces_multimodal_rotary_forward_and_backward(generator):
@@ -235,23 +244,8 @@ def test_hugging_faces_multimodal_rotary_forward_and_backward(generator):
     q, k = (_cuda_randn(2, 1024, heads, 128, dtype=torch.bfloat16, generator=generator).transpose(1, 2)
             for heads in (28, 4))
     cos, sin = (_cuda_randn(3, 2, 1024, 128, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-    cotangents = [_cuda_randn(*t.shape, generator=generator) for t in (q, k)]
-    sections = (16, 24, 24)
-    jitted = thunder.jit(hf_mrope, executors=[padvec])
-    results = []
-    for fn, dtype in ((jitted, torch.bfloat16), (hf_mrope, torch.bfloat16), (hf_mrope, torch.float64)):
-        leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k)]
-        outs = fn(*leaves, cos.to(dtype), sin.to(dtype), sections)
-        torch.autograd.backward(outs, [t.to(dtype) for t in cotangents])
-        results.append(([o.detach() for o in outs], [leaf.grad for leaf in leaves]))
-    (outs, grads), (want, want_grads), (_, references) = results
-    assert all(torch.equal(o, w) for o, w in zip(outs, want))
-    for grad, want_grad, reference in zip(grads, want_grads, references):
-        assert (grad.double() - reference).abs().max() <= 2 * (want_grad.double() - reference).abs().max()
-    reports = explain(jitted)
+    reports = _q_and_k_rotary_beside_eager(hf_mrope, q, k, cos, sin, (16, 24, 24), generator=generator)
     assert sorted(r.trace for r in reports) == ["backward", "forward"]
-    for report in reports:
-        assert set(report.widths.values()) == {8}, report.widths
 
 
 def test_the_report_says_the_kernels_registers_and_blocks_per_sm(generator):

@@ -30,17 +30,23 @@ def _uniform(shape, lo, hi, dtype, generator):
     return (torch.rand(*shape, generator=generator) * (hi - lo) + lo).to(dtype)
 
 
-def _inputs(op, arity, dtype, generator):
+def _inputs(op, dtype, generator):
+    """Inputs of ``op``, as many as it takes, inside its domain."""
     lo, hi = DOMAIN.get(op, (-3.0, 3.0))
+    arity = 3 if op in ir.TERNARY_MATH else 2 if op in ir.BINARY_MATH + ir.COMPARISONS else 1
     return [_uniform((5, 33), lo, hi, dtype, generator) for _ in range(arity)]
 
 
+# Basic arithmetic rounds exactly like eager; libm functions may differ in the last bit.
+EXACT = ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc", "round", "sqrt",
+         "reciprocal", "fmod", "remainder", "sign") + ir.COMPARISONS + ir.UNARY_PREDICATES
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("op", ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS)
+@pytest.mark.parametrize("op", ir.FLOAT_OPS)
 def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
-    arity = 3 if op in ir.TERNARY_MATH else 2 if op in ir.BINARY_MATH + ir.COMPARISONS else 1
     fn = getattr(torch, op)
-    args = _inputs(op, arity, dtype, generator)
+    args = _inputs(op, dtype, generator)
     _, out, trace = jit_and_run(lambda *a: fn(*a), *args)
     assert fusions(trace), f"{op} was not claimed"
     expected = fn(*args)
@@ -48,11 +54,7 @@ def test_elementwise_op_matches_eager(emulated, generator, op, dtype):
         # Some CPUs' vectorized sqrt is 1 ulp off; IEEE's is correctly rounded, and so is float64's rounded to float32
         exact_sqrt = [math.sqrt(v) for v in args[0].flatten().tolist()]
         expected = torch.tensor(exact_sqrt, dtype=torch.float64).to(dtype).view_as(expected)
-    # Basic arithmetic rounds exactly like eager; libm functions may differ in the last bit.
-    exact = op in ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc",
-                   "round", "sqrt", "reciprocal", "fmod", "remainder", "sign")
-    exact = exact or op in ir.COMPARISONS + ir.UNARY_PREDICATES
-    if exact:
+    if op in EXACT:
         assert torch.equal(out, expected)
     else:
         rtol = {torch.float64: 1e-13, torch.float32: 2e-6}.get(dtype, 8e-3)
@@ -81,105 +83,89 @@ def _same_bits(out: torch.Tensor, expected: torch.Tensor) -> bool:
     return out.isnan().equal(nan) and torch.equal(out.view(ints)[~nan], expected.view(ints)[~nan])
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
-def test_sign_remainder_and_lerp_at_special_values_match_eager(emulated, generator, dtype):
-    """NaN, infinities, zeros of either sign, subnormals and ends of the ranges, every pair of them (and three
-    weights for lerp, at both sides of its switch between ends): sign and remainder equal eager bit for bit,
-    sign of zero included; lerp too, but for one rounding of its fused multiply-add where eager's kernel may
-    skip the fusion."""
+def _special_pairs(dtype, generator, device="cpu"):
+    """``a`` and ``b``: every pair of special values (NaN, infinities, zeros of either sign, subnormals, ends of the
+    ranges) and a few random ones; ``w``: lerp weights at both sides of its switch between ends, and NaN."""
     specials = torch.tensor(SPECIALS + [-v for v in SPECIALS] + [1.0, -1.0, 2.5, -3.0, 0.5])
-    specials = torch.cat([specials, torch.randn(21, generator=generator)]).to(dtype)
-    a = specials.repeat_interleave(len(specials))
-    b = specials.repeat(len(specials))
-    w = torch.tensor([0.25, 0.5, -0.75, 2.0, math.nan]).to(dtype).repeat(len(a) // 5 + 1)[:len(a)]
+    specials = torch.cat([specials, torch.randn(21, generator=generator)]).to(device, dtype)
+    a, b = specials.repeat_interleave(len(specials)), specials.repeat(len(specials))
+    w = torch.tensor([0.25, 0.5, -0.75, 2.0, math.nan]).to(device, dtype).repeat(len(a) // 5 + 1)[:len(a)]
+    return a, b, w
 
-    def fn(a, b, w):
-        return (torch.sign(a), torch.remainder(a, b), torch.remainder(a, 1.5), torch.lerp(a, b, w),
-                torch.lerp(a, b, 0.25))
 
-    _, outs, trace = jit_and_run(fn, a, b, w)
-    assert fusions(trace) and not unfused_ops(trace)
-    expected = list(fn(a, b, w))
-    # fmod is exact (so remainder is, but for its last add, rounded once): float64's, rounded to float32 as
-    # Thunder's float32 math on bf16 is, then to dtype. (PyTorch's vectorized float32 fmod on the CPU gives NaN
-    # where a / b overflows; CUDA's is exact.)
-    for k, divisor in ((1, b.double()), (2, 1.5)):
-        exact = torch.remainder(a.double(), divisor)
-        expected[k] = exact if dtype == torch.float64 else exact.float().to(dtype)
+def _specials(a, b, w):
+    return torch.sign(a), torch.remainder(a, b), torch.remainder(a, 1.5), torch.lerp(a, b, w), torch.lerp(a, b, 0.25)
+
+
+def _check_specials(a, b, w, expected=None):
+    """``_specials`` through padvec, one kernel: sign and remainder equal ``expected`` (eager's by default) bit for
+    bit, sign of zero included; lerp too, but for one rounding of its fused multiply-add where eager's kernel
+    may skip the fusion."""
+    _, outs, trace = jit_and_run(_specials, a, b, w)
+    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+    expected = _specials(a, b, w) if expected is None else expected
     for name, out, want in zip(("sign", "remainder", "remainder by 1.5"), outs, expected):
         assert _same_bits(out, want), name
     for out, want in zip(outs[3:], expected[3:]):
         assert out.isnan().equal(want.isnan())
         finite = want.isfinite()
         assert torch.equal(out[~finite & ~want.isnan()], want[~finite & ~want.isnan()])
-        torch.testing.assert_close(out[finite], want[finite], rtol={torch.bfloat16: 8e-3}.get(dtype, 2e-7), atol=0)
+        torch.testing.assert_close(out[finite], want[finite], rtol={torch.bfloat16: 8e-3}.get(a.dtype, 2e-7), atol=0)
 
 
-EXACT_ON_THE_GPU = ("neg", "abs", "add", "sub", "mul", "div", "maximum", "minimum", "floor", "ceil", "trunc", "round",
-                    "sqrt", "reciprocal", "fmod", "remainder", "sign") + ir.COMPARISONS + ir.UNARY_PREDICATES
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+def test_sign_remainder_and_lerp_at_special_values_match_eager(emulated, generator, dtype):
+    """``_check_specials`` on the CPU."""
+    a, b, w = _special_pairs(dtype, generator)
+    expected = list(_specials(a, b, w))
+    # fmod is exact (so remainder is, but for its last add, rounded once): float64's, rounded to float32 as
+    # Thunder's float32 math on bf16 is, then to dtype. (PyTorch's vectorized float32 fmod on the CPU gives NaN
+    # where a / b overflows; CUDA's is exact.)
+    for k, divisor in ((1, b.double()), (2, 1.5)):
+        exact = torch.remainder(a.double(), divisor)
+        expected[k] = exact if dtype == torch.float64 else exact.float().to(dtype)
+    _check_specials(a, b, w, expected)
+
+
+def _masks(x, y, keep):
+    mask = ((x > 0) & ~keep) | ((y < 0.5) ^ (x < y))
+    return torch.where(mask, x, y * 2), mask, keep & True, ~(keep | (x > 1))
+
+
+def _check_masks(x, y, keep):
+    """``&``, ``|``, ``^`` and ``~`` of bool masks (comparisons, a bool input, a Python bool) in one kernel, masks
+    as outputs too, equal to eager's."""
+    _, outs, trace = jit_and_run(_masks, x, y, keep)
+    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
+    for out, want in zip(outs, _masks(x, y, keep)):
+        assert out.dtype == want.dtype and torch.equal(out, want)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_every_pointwise_op_and_bool_masks_match_eager_on_the_gpu(generator, dtype):
     """Against CUDA's eager: each elementwise op on values in its domain, one kernel each (bit for bit where the
-    math is exact, within an ulp or two for libm's functions and lerp); sign, remainder and lerp on every pair
-    of special values, sign and remainder bit for bit; bool masks combined, as outputs too."""
-    for op in ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS:
+    math is exact, within an ulp or two for libm's functions); ``_check_specials`` and ``_check_masks``."""
+    for op in ir.FLOAT_OPS:
         fn = getattr(torch, op)
-        args = [a.cuda() for a in _inputs(op, 3 if op in ir.TERNARY_MATH else 2 if op in ir.BINARY_MATH
-                                          + ir.COMPARISONS else 1, dtype, generator)]
+        args = [a.cuda() for a in _inputs(op, dtype, generator)]
         _, out, trace = jit_and_run(lambda *a: fn(*a), *args)
         assert fusions(trace), op
         expected = fn(*args)
-        if op in EXACT_ON_THE_GPU:
+        if op in EXACT:
             assert torch.equal(out, expected), op
         else:
             torch.testing.assert_close(out, expected, rtol={torch.float32: 4e-7}.get(dtype, 8e-3), atol=1e-30)
-
-    specials = torch.tensor(SPECIALS + [-v for v in SPECIALS] + [1.0, -1.0, 2.5, -3.0, 0.5])
-    specials = torch.cat([specials, torch.randn(21, generator=generator)]).to(dtype).cuda()
-    a, b = specials.repeat_interleave(len(specials)), specials.repeat(len(specials))
-    w = torch.tensor([0.25, 0.5, -0.75, 2.0, math.nan]).to(dtype).cuda().repeat(len(a) // 5 + 1)[:len(a)]
-
-    def special(a, b, w):
-        return torch.sign(a), torch.remainder(a, b), torch.remainder(a, 1.5), torch.lerp(a, b, w)
-
-    _, outs, trace = jit_and_run(special, a, b, w)
-    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
-    expected = special(a, b, w)
-    for name, out, want in zip(("sign", "remainder", "remainder by 1.5"), outs, expected):
-        assert _same_bits(out, want), name
-    assert outs[3].isnan().equal(expected[3].isnan())
-    finite = expected[3].isfinite()
-    torch.testing.assert_close(outs[3][finite], expected[3][finite], rtol={torch.float32: 2e-7}.get(dtype, 8e-3),
-                               atol=0)
-
-    def masks(x, y, keep):
-        mask = ((x > 0) & ~keep) | ((y < 0.5) ^ (x < y))
-        return torch.where(mask, x, y * 2), mask, ~(keep | (x > 1))
-
+    _check_specials(*_special_pairs(dtype, generator, "cuda"))
     x, y = (randn(64, 40, dtype=dtype, device="cuda", generator=generator) for _ in range(2))
-    keep = (torch.rand(64, 40, generator=generator) > 0.5).cuda()
-    _, outs, trace = jit_and_run(masks, x, y, keep)
-    assert len(fusions(trace)) == 1 and not unfused_ops(trace)
-    for out, want in zip(outs, masks(x, y, keep)):
-        assert out.dtype == want.dtype and torch.equal(out, want)
+    _check_masks(x, y, (torch.rand(64, 40, generator=generator) > 0.5).cuda())
 
 
 def test_bool_masks_combine_in_the_kernel(emulated, generator):
-    """``&``, ``|``, ``^`` and ``~`` of bool masks (comparisons, bool inputs, Python bools) run in the kernel,
-    masks as outputs too; integer bitwise math and a bool mask with an integer stay in PyTorch."""
-    def fn(x, y, keep):
-        mask = ((x > 0) & ~keep) | ((y < 0.5) ^ (x < y))
-        return torch.where(mask, x, y * 2), mask, keep & True, ~(keep | (x > 1))
-
+    """``_check_masks`` on the CPU; integer bitwise math and a bool mask with an integer stay in PyTorch."""
     x, y = randn(6, 40, generator=generator), randn(6, 40, generator=generator)
     keep = torch.rand(6, 40, generator=generator) > 0.5
-    _, outs, trace = jit_and_run(fn, x, y, keep)
-    assert fusions(trace) and not unfused_ops(trace)
-    for out, want in zip(outs, fn(x, y, keep)):
-        assert out.dtype == want.dtype and torch.equal(out, want)
+    _check_masks(x, y, keep)
 
     ints = torch.randint(-9, 9, (6, 40), generator=generator, dtype=torch.int32)
     _, outs, trace = jit_and_run(lambda i, m: ((i & 5) ^ i, m & 1), ints, keep)

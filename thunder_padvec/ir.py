@@ -197,7 +197,8 @@ COMPARISONS = ("eq", "ge", "gt", "le", "lt", "ne")  # -> bool
 TERNARY_MATH = ("lerp",)
 LOGICAL = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")  # bool -> bool
 TERNARY = ("where",)
-ELEMENTWISE_OPS = UNARY_MATH + UNARY_PREDICATES + BINARY_MATH + TERNARY_MATH + COMPARISONS + LOGICAL + TERNARY
+FLOAT_OPS = UNARY_MATH + UNARY_PREDICATES + BINARY_MATH + TERNARY_MATH + COMPARISONS  # of float operands
+ELEMENTWISE_OPS = FLOAT_OPS + LOGICAL + TERNARY
 
 
 @dataclass(frozen=True)

@@ -165,8 +165,7 @@ def _register(prim, problem, translate: Translator) -> None:
 # Elementwise
 # --------------------------------------------------------------------------------------------
 
-_MATH_PRIMS = {getattr(prims, name): name
-               for name in ir.UNARY_MATH + ir.UNARY_PREDICATES + ir.BINARY_MATH + ir.TERNARY_MATH + ir.COMPARISONS}
+_MATH_PRIMS = {getattr(prims, name): name for name in ir.FLOAT_OPS}
 _LOGICAL_PRIMS = {getattr(prims, name): name for name in ir.LOGICAL}
 
 
